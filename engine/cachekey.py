@@ -1,0 +1,80 @@
+"""Cache keys: the output folder of a bake is a hash of everything that changes its pixels.
+
+Standard library only, so the Blender add-on computes the same key as the engine. Changing any setting,
+source photo, plate file, model or the engine version gives a new folder: stale frames are never shown,
+and frames already in a folder are never recomputed.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import re
+from typing import Any
+
+from engine import __version__
+from engine import settings as settings_schema
+
+
+def file_identity(path: str) -> dict[str, Any]:
+    """Cheap identity of a media file or sequence: resolved path(s), sizes and modification times."""
+    pattern = _as_glob(path)
+    files = sorted(glob.glob(pattern)) if pattern != path else [path]
+    ident = []
+    for f in files:
+        try:
+            st = os.stat(f)
+            ident.append([os.path.abspath(f), st.st_size, st.st_mtime_ns])
+        except OSError:
+            ident.append([os.path.abspath(f), -1, -1])
+    return {"pattern": os.path.abspath(path), "files": ident}
+
+
+def _as_glob(path: str) -> str:
+    """plate.####.exr and plate.%04d.png patterns as a glob; a plain path unchanged."""
+    g = re.sub(r"#+", lambda m: "[0-9]" * len(m.group(0)), path)
+    g = re.sub(r"%0?(\d*)d", lambda m: "[0-9]" * int(m.group(1) or 1) + "*" * (not m.group(1)), g)
+    return g
+
+
+def bytes_digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def source_identity(sources: list[dict[str, Any]]) -> list[str]:
+    """A digest per source: the file's bytes, or the pixels' bytes for in-memory images."""
+    out = []
+    for src in sources:
+        if src.get("path"):
+            h = hashlib.sha256()
+            with open(src["path"], "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+            out.append(h.hexdigest())
+        else:
+            out.append(str(src.get("digest", "")))
+    return out
+
+
+def cache_key(settings: dict[str, Any], sources: list[dict[str, Any]], plate: dict[str, Any],
+              models: list[str] | None = None, engine_version: str = __version__) -> str:
+    """16 hex digits naming the output folder of a bake.
+
+    ``sources``: [{"path": ...} or {"digest": ...}]; ``plate``: {"path": ..., "colorspace": ...} or {"digest": ...}.
+    """
+    plate_ident: Any
+    if plate.get("path"):
+        plate_ident = file_identity(plate["path"])
+    else:
+        plate_ident = plate.get("digest", "")
+    doc = {
+        "settings": settings_schema.validate(settings),
+        "sources": source_identity(sources),
+        "plate": plate_ident,
+        "plate_colorspace": plate.get("colorspace", "auto"),
+        "models": sorted(models or []),
+        "engine": engine_version,
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
