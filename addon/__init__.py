@@ -1,0 +1,6 @@
+def register():
+    pass
+
+
+def unregister():
+    pass
