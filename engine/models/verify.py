@@ -1,0 +1,136 @@
+"""Hash checks of model files, and the record of files already verified.
+
+A file is accepted when its sha256 is one the catalogue pins, or, where upstream publishes only a CRC32 sidecar,
+when its CRC32 equals the sidecar's. Once accepted, its sha256, size and mtime go into ``verified.json`` in the
+models folder, so later loads only re-hash a file that changed on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.models.catalogue import ModelEntry
+
+LOCK_NAME = "verified.json"
+_CHUNK = 1 << 20
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Digests:
+    sha256: str
+    crc32: str  # 8 lowercase hex digits, as FaceFusion's .hash sidecars
+    size: int
+
+
+def digests(path: Path) -> Digests:
+    sha = hashlib.sha256()
+    crc = 0
+    size = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            sha.update(chunk)
+            crc = zlib.crc32(chunk, crc)
+            size += len(chunk)
+    return Digests(sha.hexdigest(), f"{crc & 0xFFFFFFFF:08x}", size)
+
+
+def parse_crc32_sidecar(text: str) -> str:
+    value = text.strip().lower()
+    if len(value) != 8 or any(c not in "0123456789abcdef" for c in value):
+        raise ValueError(f"not a CRC32 sidecar: {text[:40]!r}")
+    return value
+
+
+class HashMismatch(Exception):
+    """The file is not the catalogue's file."""
+
+
+def check(entry: ModelEntry, path: Path, sidecar_crc32: str | None = None) -> Digests:
+    """Hash ``path`` and accept it for ``entry`` or raise ``HashMismatch`` (the caller removes the file)."""
+    d = digests(path)
+    if entry.size_exact and d.size != entry.size:
+        raise HashMismatch(f"{path.name}: {d.size} bytes, the catalogue says {entry.size}")
+    if entry.sha256:
+        if d.sha256 in entry.sha256:
+            return d
+        if not sidecar_crc32:
+            raise HashMismatch(f"{path.name}: sha256 {d.sha256[:16]}… is not the catalogue's {entry.sha256[0][:16]}…")
+    if sidecar_crc32:
+        if d.crc32 == sidecar_crc32:
+            return d
+        raise HashMismatch(f"{path.name}: CRC32 {d.crc32} differs from the upstream sidecar's {sidecar_crc32}")
+    raise HashMismatch(f"{path.name}: no hash to check it against (the catalogue pins none and no .hash sidecar)")
+
+
+# -- the verified record -----------------------------------------------------------------------------------------
+
+def _lock_path(models_dir: Path) -> Path:
+    return models_dir / LOCK_NAME
+
+
+def read_record(models_dir: Path) -> dict[str, dict]:
+    try:
+        return json.loads(_lock_path(models_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def record(models_dir: Path, entry: ModelEntry, path: Path, d: Digests, how: str) -> None:
+    with _lock:
+        data = read_record(models_dir)
+        st = path.stat()
+        data[entry.id] = {"file": str(path), "sha256": d.sha256, "crc32": d.crc32, "size": d.size,
+                          "mtime_ns": st.st_mtime_ns, "verified_by": how}
+        models_dir.mkdir(parents=True, exist_ok=True)
+        tmp = _lock_path(models_dir).with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, _lock_path(models_dir))
+
+
+def forget(models_dir: Path, model_id: str) -> None:
+    with _lock:
+        data = read_record(models_dir)
+        if data.pop(model_id, None) is not None:
+            _lock_path(models_dir).write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+
+
+def verified_unchanged(models_dir: Path, entry: ModelEntry, path: Path) -> bool:
+    """True when ``path`` was verified before and neither its size nor its mtime changed since."""
+    rec = read_record(models_dir).get(entry.id)
+    if not rec or rec.get("file") != str(path):
+        return False
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    if st.st_size != rec.get("size") or st.st_mtime_ns != rec.get("mtime_ns"):
+        return False
+    return not entry.sha256 or rec.get("sha256") in entry.sha256
+
+
+def verify_installed(entry: ModelEntry, path: Path, models_dir: Path, *, full: bool = False) -> Digests | None:
+    """Re-check an installed file. With ``full`` it is re-hashed even when unchanged.
+
+    Files verified against a CRC32 sidecar are re-checked against the sha256 recorded when they were accepted.
+    Returns the digests, or raises ``HashMismatch``.
+    """
+    if not full and verified_unchanged(models_dir, entry, path):
+        return None
+    rec = read_record(models_dir).get(entry.id) or {}
+    if entry.sha256:
+        d = check(entry, path)
+        record(models_dir, entry, path, d, "sha256")
+        return d
+    d = digests(path)
+    if rec.get("sha256") == d.sha256:
+        record(models_dir, entry, path, d, rec.get("verified_by", "crc32"))
+        return d
+    raise HashMismatch(f"{path.name}: changed since it was verified, or never verified "
+                       f"(fetch or import it again)")
