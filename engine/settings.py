@@ -120,7 +120,7 @@ SCHEMA: tuple[Setting, ...] = (
             "Soften the matte edge over this fraction of the face size", "matte", min=0.0, max=0.3),
     Setting("temporal_smoothing", "int", 2, "Smoothing",
             "Frames on each side used to smooth face geometry over time (0 = off)", "faces", min=0, max=8),
-    Setting("output", "enum", "face", "Output", "What the EXR's RGBA holds", "output", choices=OUTPUT_CHOICES),
+    Setting("output_mode", "enum", "face", "Output", "What the EXR's RGBA holds", "output", choices=OUTPUT_CHOICES),
     Setting("colorspace", "str", "auto", "Plate Colour Space",
             "Colour space of the plate: auto (EXR linear, others sRGB), or a colour space name", "output"),
 )

@@ -99,6 +99,8 @@ class SwapInput:
 class SwapOutput:
     crops: np.ndarray  # (N, S, S, 3) sRGB swapped crops
     masks: np.ndarray | None = None  # (N, S, S) float [0, 1] the model's own mask, if it has one
+    # (N, S, S) float [0, 1]: where the target's own pixels are put back after colour matching (eyes, mouth)
+    keep: np.ndarray | None = None
 
 
 class Swapper(Protocol):

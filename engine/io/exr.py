@@ -1,0 +1,71 @@
+"""OpenEXR output: one file per frame, written to a temporary name in the same folder, then renamed.
+
+A crash, a cancel or a full disk never leaves a partial file under the final name.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+
+from engine.errors import EngineError
+
+
+def write_exr(path: str, rgba: np.ndarray, layers: dict[str, np.ndarray], *, interop_id: str,
+              attributes: dict[str, str], half: bool = True, compression: str = "zip") -> None:
+    """Write R, G, B, A then each ``<Layer>.A`` matte; string attributes become header metadata."""
+    import OpenImageIO as oiio
+
+    h, w = rgba.shape[:2]
+    names = ["R", "G", "B", "A"] + [f"{name}.A" for name in layers]
+    data = np.empty((h, w, len(names)), dtype=np.float32)
+    data[..., :4] = rgba
+    for i, plane in enumerate(layers.values()):
+        data[..., 4 + i] = plane
+    spec = oiio.ImageSpec(w, h, len(names), oiio.HALF if half else oiio.FLOAT)
+    spec.channelnames = tuple(names)
+    spec.alpha_channel = 3
+    spec.attribute("compression", compression)
+    spec.attribute("oiio:ColorSpace", interop_id)
+    spec.attribute("colorInteropID", interop_id)
+    for key, value in attributes.items():
+        spec.attribute(key, str(value))
+
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".partial.exr", dir=folder)
+    os.close(fd)
+    try:
+        out = oiio.ImageOutput.create(tmp)
+        if out is None or not out.open(tmp, spec):
+            raise EngineError(f"cannot write '{path}' ({oiio.geterror().strip() or 'open failed'})",
+                              "check that the output folder is writable and the disk is not full")
+        ok = out.write_image(data)
+        err = out.geterror()
+        ok = out.close() and ok
+        if not ok:
+            raise EngineError(f"writing '{path}' failed ({err.strip()})", "check free disk space")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def read_exr(path: str) -> tuple[np.ndarray, list[str], dict[str, str]]:
+    """(float32 H x W x C pixels, channel names, string attributes) — for tests and tools."""
+    import OpenImageIO as oiio
+
+    inp = oiio.ImageInput.open(path)
+    if inp is None:
+        raise EngineError(f"cannot read '{path}' ({oiio.geterror().strip()})", "check the file")
+    try:
+        spec = inp.spec()
+        px = np.asarray(inp.read_image(0, 0, 0, spec.nchannels, oiio.FLOAT), np.float32)
+        attrs = {a.name: a.value for a in spec.extra_attribs if isinstance(a.value, str)}
+        return px.reshape(spec.height, spec.width, spec.nchannels), list(spec.channelnames), attrs
+    finally:
+        inp.close()

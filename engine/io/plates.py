@@ -1,0 +1,155 @@
+"""Plates and photos: single images, image sequences (plate.####.exr, plate.%04d.png), movies, in-memory pixels.
+
+Every frame comes out as float32 (H, W, 4) RGBA in the plate's scene-linear space (alpha 1 where the file
+has none), plus the gamut of that space. Pixels are never quantised on the way in.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.errors import EngineError
+from engine.io import colour
+from engine.job import ImageInput
+
+MOVIE_EXTENSIONS = {".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v", ".mxf", ".mpg", ".mpeg", ".wmv", ".gif"}
+_HASHES = re.compile(r"#+")
+_PRINTF = re.compile(r"%0?(\d*)d")
+
+
+@dataclass
+class ImageFile:
+    rgba: np.ndarray  # float32 (H, W, 4) as stored (not yet colour converted)
+    is_float: bool
+
+
+def read_image_file(path: str, what: str = "image") -> ImageFile:
+    """Read any image OpenImageIO knows, as float32 RGBA (values as stored: 8-bit files in [0, 1])."""
+    import OpenImageIO as oiio
+
+    if not os.path.exists(path):
+        raise EngineError(f"{what} '{path}' does not exist", "check the path and the frame number")
+    if not os.access(path, os.R_OK):
+        raise EngineError(f"{what} '{path}' cannot be read (permission denied)", "fix the file's permissions")
+    inp = oiio.ImageInput.open(path)
+    if inp is None:
+        msg = oiio.geterror() or "unknown format"
+        raise EngineError(f"{what} '{path}' is not an image the engine can read ({msg.strip()})",
+                          "use EXR, PNG, JPEG, TIFF, DPX or a movie file")
+    try:
+        spec = inp.spec()
+        pixels = inp.read_image(0, 0, 0, spec.nchannels, oiio.FLOAT)
+        if pixels is None:
+            raise EngineError(f"{what} '{path}' is damaged ({inp.geterror().strip()})", "re-export the file")
+    finally:
+        inp.close()
+    pixels = np.asarray(pixels, dtype=np.float32).reshape(spec.height, spec.width, spec.nchannels)
+    is_float = spec.format.basetype in (oiio.FLOAT, oiio.HALF, oiio.DOUBLE)
+    return ImageFile(_to_rgba(pixels, list(spec.channelnames), spec.alpha_channel), is_float)
+
+
+def _to_rgba(px: np.ndarray, names: list[str], alpha_channel: int) -> np.ndarray:
+    h, w, c = px.shape
+    out = np.ones((h, w, 4), dtype=np.float32)
+    lower = [n.lower() for n in names]
+    if c <= 2:  # grey (+ alpha)
+        out[..., :3] = px[..., :1]
+        if c == 2:
+            out[..., 3] = px[..., 1]
+        return out
+    idx = [lower.index(n) if n in lower else i for i, n in enumerate(("r", "g", "b"))]
+    out[..., :3] = px[..., idx]
+    if 0 <= alpha_channel < c:
+        out[..., 3] = px[..., alpha_channel]
+    return out
+
+
+def frame_pattern_glob(path: str) -> tuple[str, re.Pattern[str]] | None:
+    """For plate.####.exr or plate.%04d.png: (glob, regex with the frame number as group 1)."""
+    m = _HASHES.search(path) or _PRINTF.search(path)
+    if m is None:
+        return None
+    head, tail = path[: m.start()], path[m.end():]
+    width = len(m.group(0)) if m.group(0).startswith("#") else int(m.group(1) or 1)
+    return head + "[0-9]" * width + "*" + tail, re.compile(re.escape(head) + r"(-?\d+)" + re.escape(tail) + "$")
+
+
+class Plate:
+    """Random access to a plate's frames."""
+
+    def __init__(self, src: ImageInput, what: str = "plate") -> None:
+        self.src = src
+        self.what = what
+        self._movie = None
+        self._files: dict[int, str] = {}
+        self._pixels: np.ndarray | None = None
+        path = src.path
+        if src.pixels is not None:
+            px = np.asarray(src.pixels, dtype=np.float32)
+            if px.ndim != 3 or px.shape[2] not in (3, 4):
+                raise EngineError(f"{what} pixels have shape {px.shape}", "send H x W x 3 or H x W x 4 float32")
+            rgba = np.ones(px.shape[:2] + (4,), np.float32)
+            rgba[..., : px.shape[2]] = px
+            self._pixels = rgba
+            self.frames = [int(src.name) if src.name.isdigit() else 1]
+            self.is_float = True
+        elif not path:
+            raise EngineError(f"no {what} given", f"pass a {what} file, sequence pattern or movie")
+        elif os.path.splitext(path)[1].lower() in MOVIE_EXTENSIONS:
+            from engine.io.movie import Movie
+
+            self._movie = Movie(path, what)
+            self.frames = list(range(1, self._movie.frame_count + 1))
+            self.is_float = False
+        elif (pat := frame_pattern_glob(path)) is not None:
+            gl, rx = pat
+            for f in glob.glob(gl):
+                m = rx.match(f)
+                if m:
+                    self._files[int(m.group(1))] = f
+            if not self._files:
+                raise EngineError(f"{what} sequence '{path}' has no frames on disk",
+                                  "check the folder and the #### / %04d part of the name")
+            self.frames = sorted(self._files)
+            self.is_float = read_image_file(self._files[self.frames[0]], what).is_float
+        else:
+            if not os.path.exists(path):
+                raise EngineError(f"{what} '{path}' does not exist", "check the path")
+            self._files[1] = path
+            self.frames = [1]
+            self.is_float = read_image_file(path, what).is_float
+        self.space = colour.resolve(src.colorspace, is_float_file=self.is_float)
+
+    def describe(self) -> str:
+        return self.src.describe()
+
+    def read_raw(self, frame: int) -> np.ndarray:
+        """Frame as stored, float32 RGBA, no colour conversion."""
+        if frame not in self.frames:
+            raise EngineError(f"frame {frame} is outside the {self.what} ({self.frames[0]}-{self.frames[-1]})",
+                              "choose a frame range inside the plate")
+        if self._pixels is not None:
+            return self._pixels
+        if self._movie is not None:
+            return self._movie.read(frame)
+        return read_image_file(self._files[frame], self.what).rgba
+
+    def read(self, frame: int) -> tuple[np.ndarray, str]:
+        """(float32 RGBA in the plate's scene-linear space, its gamut)."""
+        raw = self.read_raw(frame)
+        lin, gamut = colour.decode_plate(raw[..., :3], self.space)
+        if lin is raw[..., :3]:
+            return raw, gamut
+        out = np.empty_like(raw)
+        out[..., :3] = lin
+        out[..., 3] = raw[..., 3]
+        return out, gamut
+
+    def close(self) -> None:
+        if self._movie is not None:
+            self._movie.close()

@@ -1,0 +1,427 @@
+"""One shot's journey, top to bottom: sources -> analyse frames -> track and select -> per frame: align, swap,
+colour match, matte, composite, write EXR.
+
+``Engine`` holds what is expensive to build (face models, source identities, upscalers) so a long-lived server
+reuses it across jobs. It never touches Blender.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine import __version__
+from engine import settings as schema
+from engine.errors import EngineError, JobCancelled
+from engine.io import colour
+from engine.io.exr import write_exr
+from engine.io.plates import Plate
+from engine.job import EventSink, ImageInput, SwapJob, output_name
+from engine.sources import SourceTexture, analyse_sources
+from engine.stages import colour_match, face_mesh, masks, track
+from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, crop_size_for, transform_points, warp_crop
+from engine.stages.composite import FrameLayers, composite, empty_layers, paste_face
+from engine.stages.contracts import Face, SourceIdentity, SwapInput
+from engine.stages.dlib_face import DlibDetector, DlibLandmarker, DlibRecognizer, identity_distance
+from engine.stages.swap_geometric import GeometricSwapper
+
+
+def _noop(_event: dict[str, Any]) -> None:
+    pass
+
+
+@dataclass
+class PreviewResult:
+    rgba: np.ndarray  # what the EXR's RGBA would hold
+    mattes: dict[str, np.ndarray]
+    faces: int
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Pending:
+    """A frame whose faces are swapped but whose colour match waits for its neighbours (zero-lag smoothing)."""
+
+    frame: int
+    plate: np.ndarray
+    gamut: str
+    faces: list[dict[str, Any]]
+    started: float
+    warnings: list[str]
+
+
+class Engine:
+    def __init__(self, *, models_dir: str | None = None, device: str = "cpu") -> None:
+        self.models_dir = models_dir
+        self.device = device
+        self._lock = threading.RLock()  # dlib models are not safe to share between threads
+        self._detector: DlibDetector | None = None
+        self._landmarker: DlibLandmarker | None = None
+        self._recognizer: DlibRecognizer | None = None
+        self._sources: dict[str, SourceIdentity] = {}
+        self._upscalers: dict[int, Any] = {}
+
+    # ---- analysis -----------------------------------------------------------------------------------------
+    def _models(self) -> tuple[DlibDetector, DlibLandmarker, DlibRecognizer]:
+        if self._detector is None:
+            self._detector = DlibDetector()
+            self._landmarker = DlibLandmarker()
+            self._recognizer = DlibRecognizer(self._landmarker)
+        return self._detector, self._landmarker, self._recognizer  # type: ignore[return-value]
+
+    def analyse_u8(self, frame_u8: np.ndarray, upsample: int, embed: bool = False) -> list[Face]:
+        """Faces of one 8-bit sRGB frame, left to right, with 68 landmarks (and embeddings if asked)."""
+        with self._lock:
+            det, lm, rec = self._models()
+            faces = det.detect(frame_u8, upsample)
+            lm.landmarks(frame_u8, faces)
+            if embed:
+                rec.embed(frame_u8, faces)
+        return sorted(faces, key=lambda f: f.centre[0])
+
+    def source_identity(self, sources: list[ImageInput], warn: EventSink) -> SourceIdentity:
+        key = json.dumps([_input_key(s) for s in sources])
+        with self._lock:
+            if key not in self._sources:
+                msgs: list[str] = []
+                ident = analyse_sources(sources, lambda u8, up: self.analyse_u8(u8, up, embed=True), msgs.append)
+                self._sources[key] = ident
+                self._sources[key + "#warnings"] = msgs  # type: ignore[assignment]
+            for msg in self._sources[key + "#warnings"]:  # type: ignore[union-attr]
+                warn({"type": "warning", "frame": None, "message": msg})
+            return self._sources[key]
+
+    def _upscaler(self, denoise: int):
+        from engine.stages.enhance_waifu2x import Waifu2xUpscaler
+
+        with self._lock:
+            if denoise not in self._upscalers:
+                self._upscalers[denoise] = Waifu2xUpscaler(denoise)
+            return self._upscalers[denoise]
+
+    # ---- jobs ---------------------------------------------------------------------------------------------
+    def run(self, job: SwapJob, on_event: EventSink = _noop, cancel: threading.Event | None = None) -> dict:
+        """Render a frame range to EXRs. Raises EngineError for bad input, JobCancelled when cancelled."""
+        t_start = time.perf_counter()
+        settings = _checked_settings(job.settings)
+        out_dir = _prepare_output(job.output_dir)
+        plate = Plate(job.plate)
+        try:
+            first, last = _frame_range(plate, job.frame_start, job.frame_end)
+            todo = [f for f in range(first, last + 1) if not (
+                job.skip_existing and os.path.exists(os.path.join(out_dir, output_name(job.file_prefix, f))))]
+            on_event({"type": "start", "total": len(todo), "frame_start": first, "frame_end": last,
+                      "skipped": (last - first + 1) - len(todo)})
+            identity = self.source_identity(job.sources, on_event)
+            shot = _Shot(self, job, settings, plate, identity, on_event, cancel)
+            shot.analyse(todo)
+            written = shot.render(todo, out_dir)
+        finally:
+            plate.close()
+        seconds = time.perf_counter() - t_start
+        summary = {"type": "done", "frames": written, "seconds": round(seconds, 3), "output_dir": out_dir,
+                   "models": _models_used(settings, shot.texture)}
+        on_event(summary)
+        return summary
+
+    def preview(self, job: SwapJob, frame: int) -> PreviewResult:
+        settings = _checked_settings(job.settings)
+        plate = Plate(job.plate)
+        warnings: list[str] = []
+        try:
+            _frame_range(plate, frame, frame)
+            identity = self.source_identity(job.sources, lambda e: warnings.append(e["message"]))
+            shot = _Shot(self, job, settings, plate, identity, lambda e: warnings.append(e.get("message", "")), None)
+            shot.analyse([frame])
+            pending = shot.swap_frame(frame)
+            layers, out_rgba = shot.finish(pending, {})
+        finally:
+            plate.close()
+        return PreviewResult(out_rgba, layers.mattes, len(pending.faces), warnings + pending.warnings)
+
+    def analyse(self, plate_input: ImageInput, frame: int, settings: dict[str, Any]) -> list[dict[str, Any]]:
+        """Faces in one plate frame, for a face picker: box, landmarks, embedding and a 96 px thumbnail."""
+        settings = _checked_settings(settings)
+        plate = Plate(plate_input)
+        try:
+            _frame_range(plate, frame, frame)
+            rgba, gamut = plate.read(frame)
+        finally:
+            plate.close()
+        srgb = colour.linear_to_model(rgba[..., :3], gamut)
+        faces = self.analyse_u8(_to_u8(srgb), settings["detector_upsample"], embed=True)
+        out = []
+        for i, face in enumerate(faces):
+            m = crop_matrix(face.kps5, FFHQ_TEMPLATE, 96)
+            thumb = _to_u8(warp_crop(srgb, m, 96))
+            out.append({"index": i, "box": [float(v) for v in face.box], "score": face.score,
+                        "landmarks": face.landmarks68.tolist(),
+                        "embedding": face.embeddings[DlibRecognizer.id].tolist(), "thumbnail": thumb})
+        return out
+
+
+class _Shot:
+    """State of one job: tracks, selection, the swapper and colour parameters per track."""
+
+    def __init__(self, engine: Engine, job: SwapJob, settings: dict[str, Any], plate: Plate,
+                 identity: SourceIdentity, on_event: EventSink, cancel: threading.Event | None) -> None:
+        self.engine = engine
+        self.job = job
+        self.s = settings
+        self.plate = plate
+        self.identity = identity
+        self.emit = on_event
+        self.cancel = cancel
+        factory = (lambda: engine._upscaler(settings["sr_denoise"])) if settings["super_resolution"] else None
+        self.texture = SourceTexture(identity.best, factory)
+        self.swapper = GeometricSwapper(self.texture.get, keep_eyes_mouth=settings["keep_eyes_mouth"])
+        self.selected: dict[int, list[Face]] = {}
+        self.radius = settings["temporal_smoothing"]
+
+    def _check_cancel(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise JobCancelled()
+
+    # ---- analysis pass: detect on every frame we render, plus neighbours for smoothing ----------------------
+    def analyse(self, todo: list[int]) -> None:
+        if not todo:
+            return
+        need = sorted({g for f in todo for g in range(f - self.radius, f + self.radius + 1)} & set(self.plate.frames))
+        embed = self.s["face_selector"] == "reference"
+        raw: dict[int, list[Face]] = {}
+        for i, f in enumerate(need):
+            self._check_cancel()
+            rgba, gamut = self.plate.read(f)
+            u8 = _to_u8(colour.linear_to_model(rgba[..., :3], gamut))
+            raw[f] = self.engine.analyse_u8(u8, self.s["detector_upsample"], embed=embed)
+            self.emit({"type": "progress", "stage": "analyse", "done": i + 1, "total": len(need)})
+        tracks = [track.smooth(track.fill_gaps(t), self.radius) for t in track.link(raw)]
+        keep = self._select_tracks(tracks, raw)
+        for f in todo:
+            faces = [t[f] for tid, t in enumerate(tracks) if f in t and tid in keep.get(f, set())]
+            self.selected[f] = sorted(faces, key=lambda face: face.centre[0])
+
+    def _select_tracks(self, tracks: list[track.Track], raw: dict[int, list[Face]]) -> dict[int, set[int]]:
+        mode = self.s["face_selector"]
+        per_frame: dict[int, set[int]] = {}
+        if mode == "all":
+            for tid, t in enumerate(tracks):
+                for f in t:
+                    per_frame.setdefault(f, set()).add(tid)
+        elif mode in ("largest", "index"):
+            for f, faces in raw.items():
+                if not faces:
+                    continue
+                if mode == "largest":
+                    pick = max(faces, key=lambda face: face.size)
+                elif self.s["face_index"] < len(faces):
+                    pick = faces[self.s["face_index"]]  # faces are sorted left to right
+                else:
+                    continue
+                per_frame.setdefault(f, set()).add(pick.track_id)
+            # Frames the detector missed inside a chosen track keep that track (gap fill).
+            for tid, t in enumerate(tracks):
+                for f in t:
+                    if f not in raw or not raw[f]:
+                        per_frame.setdefault(f, set()).add(tid)
+        else:
+            ref = self._reference_embedding()
+            for tid, t in enumerate(tracks):
+                dists = [identity_distance(face.embeddings[DlibRecognizer.id], ref) for f, face in t.items()
+                         if DlibRecognizer.id in face.embeddings]
+                if dists and float(np.median(dists)) < self.s["reference_distance"]:
+                    for f in t:
+                        per_frame.setdefault(f, set()).add(tid)
+        return per_frame
+
+    def _reference_embedding(self) -> np.ndarray:
+        f = self.s["reference_frame"]
+        if f not in self.plate.frames:
+            raise EngineError(f"reference frame {f} is outside the plate ({self.plate.frames[0]}-"
+                              f"{self.plate.frames[-1]})", "set --reference-frame to a frame of the plate")
+        rgba, gamut = self.plate.read(f)
+        faces = self.engine.analyse_u8(_to_u8(colour.linear_to_model(rgba[..., :3], gamut)),
+                                       self.s["detector_upsample"], embed=True)
+        idx = self.s["reference_face"]
+        if idx >= len(faces):
+            raise EngineError(f"reference frame {f} has {len(faces)} face(s), so face index {idx} does not exist",
+                              "pick a face index shown by the face picker (counted left to right from 0)")
+        return faces[idx].embeddings[DlibRecognizer.id]
+
+    # ---- render pass ----------------------------------------------------------------------------------------
+    def swap_frame(self, f: int) -> _Pending:
+        t0 = time.perf_counter()
+        rgba, gamut = self.plate.read(f)
+        srgb = colour.linear_to_model(rgba[..., :3], gamut)
+        warnings = []
+        faces_out = []
+        mode = self.s["colour_match"]
+        for face in self.selected.get(f, []):
+            if face.landmarks68 is None:
+                continue
+            size = crop_size_for(face.size)
+            m = crop_matrix(face.kps5, FFHQ_TEMPLATE, size)
+            target = warp_crop(srgb, m, size)
+            lm = transform_points(m, face.landmarks68)
+            batch = SwapInput(crops=target[None], landmarks=[lm], matrices=m[None],
+                              face_sizes=np.array([face.size]))
+            result = self.swapper.swap(batch, self.identity)
+            swapped = result.crops[0]
+            pts78 = face_mesh.with_forehead(lm)
+            matte = masks.face_matte(pts78, size, self.s["matte_erode"], self.s["matte_feather"])
+            swapped709 = colour.srgb_decode(swapped)
+            target709 = colour.to_rec709(warp_crop(np.ascontiguousarray(rgba[..., :3]), m, size), gamut)
+            params = None
+            if mode != "none" and self.s["colour_strength"] > 0:
+                params = colour_match.estimate(swapped709, target709, masks.skin_matte(pts78, lm, size), mode)
+            if result.masks is not None:  # the model's own mask narrows the matte
+                matte = np.minimum(matte, result.masks[0])
+            keep = None
+            if result.keep is not None:
+                keep = (result.keep[0], target709)
+            faces_out.append({"track": face.track_id, "m": m, "swapped709": swapped709, "matte": matte,
+                              "params": params, "keep": keep})
+        if not self.selected.get(f):
+            warnings.append(f"no face to replace in frame {f}; wrote an empty matte")
+        return _Pending(f, rgba, gamut, faces_out, t0, warnings)
+
+    def finish(self, p: _Pending, history: dict[int, deque]) -> tuple[FrameLayers, np.ndarray]:
+        """Colour match (parameters averaged over the track's neighbouring frames), paste, composite."""
+        h, w = p.plate.shape[:2]
+        layers = empty_layers(h, w)
+        mode = self.s["colour_match"]
+        for i, fc in enumerate(p.faces):
+            lin709 = fc["swapped709"]
+            vecs = [v for fr, v in history.get(fc["track"], ()) if abs(fr - p.frame) <= self.radius]
+            if fc["params"] is not None and not vecs:
+                vecs = [fc["params"].as_vector()]
+            if vecs:
+                params = colour_match.ColourParams.from_vector(np.mean(vecs, axis=0))
+                lin709 = colour_match.apply(lin709, params, mode, self.s["colour_strength"])
+            if fc["keep"] is not None:  # the target's own eyes and mouth, untouched by the colour match
+                k, target709 = fc["keep"]
+                lin709 = lin709 * (1.0 - k[..., None]) + target709 * k[..., None]
+            paste_face(layers, colour.from_rec709(lin709, p.gamut), fc["matte"], fc["m"], f"Face{i + 1}")
+        per_face = layers.mattes
+        layers.mattes = {"FaceMatte": layers.matte.copy(), **per_face}
+        if self.s["output_mode"] == "composite":
+            return layers, composite(p.plate, layers)
+        return layers, layers.face
+
+    def render(self, todo: list[int], out_dir: str) -> int:
+        """Swap frames in order; finish each once its neighbours' colour parameters are known."""
+        history: dict[int, deque] = {}
+        pending: deque[_Pending] = deque()
+        written = 0
+        t0 = time.perf_counter()
+
+        def flush(p: _Pending) -> None:
+            nonlocal written
+            self._check_cancel()
+            layers, rgba = self.finish(p, history)
+            path = os.path.join(out_dir, output_name(self.job.file_prefix, p.frame))
+            write_exr(path, rgba, layers.mattes, interop_id=colour.GAMUT_INTEROP[p.gamut],
+                      attributes=self._attributes(p))
+            written += 1
+            for msg in p.warnings:
+                self.emit({"type": "warning", "frame": p.frame, "message": msg})
+            elapsed = time.perf_counter() - t0
+            fps = written / elapsed if elapsed > 0 else 0.0
+            self.emit({"type": "frame_done", "frame": p.frame, "path": path, "faces": len(p.faces),
+                       "seconds": round(time.perf_counter() - p.started, 3)})
+            self.emit({"type": "progress", "stage": "render", "done": written, "total": len(todo),
+                       "fps": round(fps, 3), "eta": round((len(todo) - written) / fps, 1) if fps > 0 else None})
+
+        for f in todo:
+            self._check_cancel()
+            p = self.swap_frame(f)
+            for fc in p.faces:
+                if fc["params"] is not None:
+                    history.setdefault(fc["track"], deque(maxlen=2 * self.radius + 1)).append(
+                        (f, fc["params"].as_vector()))
+            pending.append(p)
+            while pending and (pending[0].frame + self.radius <= f):
+                flush(pending.popleft())
+        while pending:
+            flush(pending.popleft())
+        return written
+
+    def _attributes(self, p: _Pending) -> dict[str, str]:
+        return {
+            "Software": f"Face Fusion engine {__version__}",
+            "facefusion:engine_version": __version__,
+            "facefusion:settings": schema.canonical_json(self.s),
+            "facefusion:models": json.dumps(_models_used(self.s, self.texture)),
+            "facefusion:source_identity": self.identity.digest,
+            "facefusion:plate": self.plate.describe(),
+            "facefusion:frame": str(p.frame),
+            "facefusion:faces": str(len(p.faces)),
+            "facefusion:notice": "Synthetic face replacement made with Face Fusion",
+        }
+
+
+def _models_used(settings: dict[str, Any], texture: SourceTexture | None) -> list[str]:
+    used = ["dlib_hog", "dlib_68", f"swapper:{settings['swapper']}"]
+    if settings["face_selector"] == "reference":
+        used.append("dlib_resnet")
+    if settings["super_resolution"] and texture is not None and any(s > 0 for s in texture.steps_used):
+        used.append(f"waifu2x_upconv_7:denoise{settings['sr_denoise']}")
+    return used
+
+
+def _checked_settings(values: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return schema.validate(values)
+    except schema.SettingsError as exc:
+        raise EngineError(str(exc), "fix the setting and run again") from exc
+
+
+def _prepare_output(path: Any) -> str:
+    if path is None:
+        raise EngineError("no output folder given", "pass --output DIR")
+    out = os.path.abspath(str(path))
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise EngineError(f"cannot create the output folder '{out}' ({exc.strerror})",
+                          "choose a folder you can write to") from exc
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise EngineError(f"the output folder '{out}' is not writable", "choose a folder you can write to")
+    return out
+
+
+def _frame_range(plate: Plate, start: int | None, end: int | None) -> tuple[int, int]:
+    lo, hi = plate.frames[0], plate.frames[-1]
+    a = lo if start is None else start
+    b = hi if end is None else end
+    if a > b:
+        raise EngineError(f"frame range {a}-{b} is empty", "give the first frame before the last")
+    if a < lo or b > hi:
+        raise EngineError(f"frame range {a}-{b} is outside the plate '{plate.describe()}' ({lo}-{hi})",
+                          f"choose frames between {lo} and {hi}")
+    missing = [f for f in range(a, b + 1) if f not in set(plate.frames)]
+    if missing:
+        raise EngineError(f"the plate sequence has no frame {missing[0]} (of {len(missing)} missing)",
+                          "render the missing frames or choose a range without gaps")
+    return a, b
+
+
+def _input_key(src: ImageInput) -> list[Any]:
+    if src.path:
+        st = os.stat(src.path) if os.path.exists(src.path) else None
+        return [src.path, st.st_size if st else -1, st.st_mtime_ns if st else -1, src.colorspace]
+    import hashlib
+
+    px = np.ascontiguousarray(src.pixels)
+    return [hashlib.sha256(px.tobytes()).hexdigest(), list(px.shape), src.colorspace]
+
+
+def _to_u8(srgb: np.ndarray) -> np.ndarray:
+    return (np.clip(srgb, 0, 1) * 255.0 + 0.5).astype(np.uint8)

@@ -1,0 +1,115 @@
+"""The source identity: photos of one person, analysed once and cached, and their face texture at any scale."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from engine.errors import EngineError
+from engine.io import colour
+from engine.io.plates import Plate
+from engine.job import ImageInput
+from engine.stages import face_mesh
+from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, transform_points, warp_crop
+from engine.stages.contracts import Face, SourceFace, SourceIdentity
+
+
+def load_photo_srgb(src: ImageInput) -> np.ndarray:
+    """A photo as float32 sRGB (H, W, 3) in [0, 1], whatever it was stored as."""
+    plate = Plate(src, what="source photo")
+    try:
+        rgba, gamut = plate.read(plate.frames[0])
+    finally:
+        plate.close()
+    return colour.linear_to_model(rgba[..., :3], gamut)
+
+
+def analyse_sources(srcs: list[ImageInput], analyse: Callable[[np.ndarray, int], list[Face]],
+                    warn: Callable[[str], None]) -> SourceIdentity:
+    """Detect the face in each photo (the largest, with a warning when there are several) and average the
+    identities. ``analyse(frame_u8, upsample)`` returns faces with landmarks and embeddings."""
+    if not srcs:
+        raise EngineError("no source photo given", "pass at least one --source photo of the new face")
+    faces: list[SourceFace] = []
+    digest = hashlib.sha256()
+    for src in srcs:
+        srgb = load_photo_srgb(src)
+        u8 = (srgb * 255.0 + 0.5).astype(np.uint8)
+        digest.update(u8.tobytes())
+        found: list[Face] = []
+        for upsample in (0, 1, 2):  # photos are small and cheap: look harder for small faces
+            found = analyse(u8, upsample)
+            if found:
+                break
+        if not found:
+            raise EngineError(f"no face found in source photo '{src.describe()}'",
+                              "use a photo where the face is frontal, unobstructed and at least 80 pixels wide")
+        if len(found) > 1:
+            warn(f"source photo '{src.describe()}' shows {len(found)} faces; using the largest")
+        faces.append(SourceFace(image_srgb=srgb, face=max(found, key=lambda f: f.size)))
+    keys = set.intersection(*(set(f.face.embeddings) for f in faces)) if faces else set()
+    embeddings = {}
+    for k in keys:
+        vecs = np.stack([f.face.embeddings[k] for f in faces])
+        embeddings[k] = vecs.mean(0)
+    return SourceIdentity(faces=faces, embeddings=embeddings, digest=digest.hexdigest())
+
+
+class SourceTexture:
+    """The source face cut at the crop size and template a swapper asks for, super-resolved when the target
+    face is larger than the detail the source photo holds. Results are cached: the source never changes."""
+
+    def __init__(self, source: SourceFace, upscaler_factory: Callable[[], object] | None, max_steps: int = 2):
+        self.source = source
+        self._factory = upscaler_factory
+        self._upscaler = None
+        self.max_steps = max_steps
+        self._scaled: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._crops: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self.steps_used: set[int] = set()
+
+    def steps_for(self, target_face_size: float) -> int:
+        if self._factory is None:
+            return 0
+        ratio = target_face_size / max(self.source.face.size, 1.0)
+        if ratio <= 1.15:
+            return 0
+        return int(min(self.max_steps, math.ceil(math.log2(ratio))))
+
+    def _image(self, steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(image, 68 landmarks, kps5) of the source region at 2**steps scale."""
+        if steps not in self._scaled:
+            face = self.source.face
+            if steps == 0:
+                self._scaled[0] = (self.source.image_srgb, face.landmarks68, face.kps5)
+            else:
+                # Upscale only a generous region around the face: the crop never reaches further.
+                img = self.source.image_srgb
+                h, w = img.shape[:2]
+                cx, cy = face.centre
+                half = face.size * 1.4
+                x0, y0 = int(max(cx - half, 0)), int(max(cy - half, 0))
+                x1, y1 = int(min(cx + half, w)), int(min(cy + half, h))
+                if self._upscaler is None:
+                    self._upscaler = self._factory()
+                big = self._upscaler.upscale(img[y0:y1, x0:x1], steps)
+                k = 2**steps
+                offset = np.array([x0, y0], np.float64)
+                # pixel centres: x_big = (x + 0.5) * k - 0.5
+                lm = (face.landmarks68 - offset + 0.5) * k - 0.5
+                kp = (face.kps5 - offset + 0.5) * k - 0.5
+                self._scaled[steps] = (big, lm, kp)
+        return self._scaled[steps]
+
+    def get(self, size: int, target_face_size: float) -> tuple[np.ndarray, np.ndarray]:
+        steps = self.steps_for(target_face_size)
+        key = (steps, size)
+        if key not in self._crops:
+            img, lm, kp = self._image(steps)
+            m = crop_matrix(kp, FFHQ_TEMPLATE, size)
+            self._crops[key] = (warp_crop(img, m, size), face_mesh.with_forehead(transform_points(m, lm)))
+            self.steps_used.add(steps)
+        return self._crops[key]

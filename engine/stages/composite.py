@@ -1,0 +1,59 @@
+"""Warp faces back into the frame and build the outputs: premultiplied face layer, mattes, composite.
+
+Where the overall matte is 0 the composite is the original plate, bit for bit: plate pixels are never
+re-converted or re-computed there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.stages.align import paste_region, warp_back
+
+
+@dataclass
+class FrameLayers:
+    face: np.ndarray  # (H, W, 4) premultiplied RGBA: swapped face x matte, A = matte
+    mattes: dict[str, np.ndarray] = field(default_factory=dict)  # "FaceMatte" overall + one per face
+
+    @property
+    def matte(self) -> np.ndarray:
+        return self.face[..., 3]
+
+
+def empty_layers(h: int, w: int) -> FrameLayers:
+    return FrameLayers(face=np.zeros((h, w, 4), np.float32))
+
+
+def paste_face(layers: FrameLayers, crop_lin: np.ndarray, crop_matte: np.ndarray, m: np.ndarray,
+               name: str) -> None:
+    """Add one face (linear crop + its crop-space matte, frame->crop matrix m) 'over' the layers so far."""
+    h, w = layers.face.shape[:2]
+    size = crop_lin.shape[0]
+    region = paste_region(m, size, (h, w))
+    face_matte = np.zeros((h, w), np.float32)
+    if region is not None:
+        x0, y0, x1, y1 = region
+        rgb = warp_back(crop_lin, m, region)
+        a = np.clip(warp_back(crop_matte, m, region), 0.0, 1.0)
+        roi = layers.face[y0:y1, x0:x1]
+        keep = 1.0 - a
+        roi[..., :3] = rgb * a[..., None] + roi[..., :3] * keep[..., None]
+        roi[..., 3] = a + roi[..., 3] * keep
+        face_matte[y0:y1, x0:x1] = a
+    layers.mattes[name] = face_matte
+
+
+def composite(plate_rgba: np.ndarray, layers: FrameLayers) -> np.ndarray:
+    """face over plate; exactly the plate wherever the matte is 0."""
+    a = layers.matte
+    out = plate_rgba.copy()
+    inside = a > 0
+    if inside.any():
+        pa = plate_rgba[inside]
+        fa = layers.face[inside]
+        out[inside, :3] = fa[:, :3] + pa[:, :3] * (1.0 - fa[:, 3:4])
+        out[inside, 3] = fa[:, 3] + pa[:, 3] * (1.0 - fa[:, 3])
+    return out

@@ -1,0 +1,40 @@
+"""Mattes in crop space: the landmark outline (jaw + forehead), eroded then feathered, scaled with face size.
+
+Erode before blurring so the whole soft edge lies inside the swapped region; the matte is exactly 0 outside.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from engine.stages import face_mesh
+
+
+def face_matte(pts78: np.ndarray, size: int, erode: float, feather: float) -> np.ndarray:
+    """float32 (size, size) in [0, 1]. ``erode`` and ``feather`` are fractions of the face size."""
+    scale = face_mesh.face_scale(pts78)
+    mask = face_mesh.hull_mask(pts78, size)
+    feather_px = feather * scale
+    shrink = erode * scale + feather_px / 2.0
+    if shrink >= 1:
+        k = int(2 * round(shrink) + 1)
+        mask = cv2.erode(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    if feather_px >= 1:
+        mask = cv2.GaussianBlur(mask, (0, 0), feather_px / 4.0)
+        # Snap the far tail of the Gaussian to exactly 0 (it never reaches 0 analytically): pixels outside the
+        # feather stay bit-exact plate pixels.
+        mask[mask < 1.0 / 1024] = 0.0
+    return np.clip(mask, 0.0, 1.0).astype(np.float32)
+
+
+def skin_matte(pts78: np.ndarray, lm68: np.ndarray, size: int) -> np.ndarray:
+    """Skin only (outline minus eyes, brows and mouth), shrunk: where colour statistics are measured."""
+    scale = face_mesh.face_scale(pts78)
+    mask = face_mesh.hull_mask(pts78, size)
+    k = int(2 * round(0.06 * scale) + 1)
+    mask = cv2.erode(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    features = face_mesh.feature_mask(
+        lm68, size, [face_mesh.LEFT_EYE, face_mesh.RIGHT_EYE, face_mesh.OUTER_MOUTH, face_mesh.BROWS[:5],
+                     face_mesh.BROWS[5:]], 0.05 * scale)
+    return mask * (1.0 - features)

@@ -1,0 +1,86 @@
+"""The built-in geometric swapper: the source face warped onto the target's landmark geometry.
+
+Piecewise affine over a fixed triangulation of 68 landmarks plus 10 forehead points, done as one dense remap.
+Works everywhere, on the CPU, with no download. Optionally keeps the target's own eyes and mouth interior, so
+gaze, blinks and speech survive the swap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import cv2
+import numpy as np
+
+from engine.stages import face_mesh
+from engine.stages.align import FFHQ_TEMPLATE
+from engine.stages.contracts import SourceIdentity, SwapInput, SwapOutput
+
+# (crop size, target face size in plate pixels) -> (source crop sRGB (S, S, 3), source points (78, 2) in crop)
+SourceProvider = Callable[[int, float], tuple[np.ndarray, np.ndarray]]
+
+
+class GeometricSwapper:
+    id = "geometric"
+    template = FFHQ_TEMPLATE
+    size = 0  # any: the crop size follows the target face
+
+    def __init__(self, source_provider: SourceProvider, keep_eyes_mouth: bool = True) -> None:
+        self._source = source_provider
+        self.keep_eyes_mouth = keep_eyes_mouth
+        self._tris: np.ndarray | None = None
+
+    def swap(self, batch: SwapInput, source: SourceIdentity) -> SwapOutput:
+        out = np.empty_like(batch.crops)
+        keep = np.zeros(batch.crops.shape[:3], np.float32)
+        for i, (crop, lm) in enumerate(zip(batch.crops, batch.landmarks, strict=True)):
+            if lm is None:
+                raise ValueError("the geometric swapper needs 68 target landmarks")
+            out[i], keep[i] = self.swap_one(crop, lm, float(batch.face_sizes[i]))
+        return SwapOutput(crops=out, keep=keep if self.keep_eyes_mouth else None)
+
+    def swap_one(self, target: np.ndarray, target_lm68: np.ndarray, face_size: float
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """(swapped crop, mask of target features to restore after colour matching)."""
+        size = target.shape[0]
+        src_img, src_pts = self._source(size, face_size)
+        dst_pts = face_mesh.with_forehead(target_lm68)
+        if self._tris is None:
+            self._tris = face_mesh.triangulate(src_pts)
+        map_x, map_y, inside = _piecewise_affine_maps(src_pts, dst_pts, self._tris, size)
+        warped = cv2.remap(src_img, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        result = np.where(inside[..., None], warped, target).astype(np.float32)
+        keep = np.zeros((size, size), np.float32)
+        if self.keep_eyes_mouth:
+            keep = _eyes_mouth_mask(target_lm68, size, face_mesh.face_scale(dst_pts))
+        return result, keep
+
+
+def _piecewise_affine_maps(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, size: int):
+    """For each crop pixel inside the destination mesh: where to sample the source (backward mapping)."""
+    index = np.full((size, size), -1, np.int32)
+    mats = np.zeros((len(tris), 2, 3), np.float64)
+    for t, (a, b, c) in enumerate(tris):
+        d = dst[[a, b, c]].astype(np.float32)
+        s = src[[a, b, c]].astype(np.float32)
+        if abs(np.cross(d[1] - d[0], d[2] - d[0])) < 1e-6:
+            continue  # degenerate in this pose: its neighbours cover it
+        mats[t] = cv2.getAffineTransform(d, s)
+        cv2.fillConvexPoly(index, np.round(d).astype(np.int32), int(t))
+    inside = index >= 0
+    ys, xs = np.mgrid[0:size, 0:size].astype(np.float64)
+    m = mats[np.maximum(index, 0)]
+    map_x = (m[..., 0, 0] * xs + m[..., 0, 1] * ys + m[..., 0, 2]).astype(np.float32)
+    map_y = (m[..., 1, 0] * xs + m[..., 1, 1] * ys + m[..., 1, 2]).astype(np.float32)
+    map_x[~inside] = xs[~inside]
+    map_y[~inside] = ys[~inside]
+    return map_x, map_y, inside
+
+
+def _eyes_mouth_mask(lm68: np.ndarray, size: int, scale: float) -> np.ndarray:
+    """Soft mask of the target's eye openings and inner mouth, grown a little so lids and lips blend."""
+    grow = 0.02 * scale
+    mask = face_mesh.feature_mask(lm68, size, [face_mesh.LEFT_EYE, face_mesh.RIGHT_EYE, face_mesh.INNER_MOUTH],
+                                  grow)
+    sigma = max(0.015 * scale, 0.8)
+    return np.clip(cv2.GaussianBlur(mask, (0, 0), sigma) * 1.3, 0.0, 1.0)
