@@ -53,7 +53,8 @@ class Progress:
             self._last_decile, self._last_t = decile, now
             bar = "#" * int(frac * 30)
             rate = done / max(now - self._t0, 1e-6) / 1e6
-            text = f"{self.label} [{bar:<30}] {frac * 100:5.1f}% {done / 1e6:8.1f}/{self.total / 1e6:.1f} MB {rate:6.1f} MB/s"
+            text = (f"{self.label} [{bar:<30}] {frac * 100:5.1f}% {done / 1e6:8.1f}/{self.total / 1e6:.1f} MB "
+                    f"{rate:6.1f} MB/s")
         else:
             if now - self._last_t < (0.1 if self.tty else 5.0):
                 return
