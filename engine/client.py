@@ -1,0 +1,900 @@
+"""The engine client: what the Blender add-on (and farm scripts) use to talk to ``python -m engine serve``.
+
+Standard library plus numpy only (runs in Blender's Python 3.11 with numpy < 2); imports nothing of
+the engine's heavy packages. Never touches ``bpy``; it is safe to call from Blender's main thread:
+nothing here blocks unless you ask it to (``wait``/``events`` with a timeout), and ``poll_events`` never
+blocks, for a modal operator's timer.
+
+Starting or finding an engine::
+
+    from engine.client import EngineClient, ImageRef, EngineDied, JobFailed
+
+    eng = EngineClient.start("/path/to/engine-venv/bin/python",          # the engine's own Python
+                             root="/path/to/extension",                   # folder holding engine/
+                             allowed_output_roots=["/shots/cache"])       # renders may write only here
+    # or, an engine already running (standalone: python -m engine serve --socket-dir DIR):
+    eng = EngineClient.connect(socket_dir=DIR)        # reads DIR/engine.json (address + key, mode 0600)
+    eng.info                                          # {"engine_version", "protocol", "pid", "device", ...}
+
+An engine started by ``start`` exits when this process dies (its stdin reaches EOF) and on
+``eng.close()``. A dead engine is noticed within ~2 s at most (socket EOF, normally at once): every
+call, ``wait``, ``events`` and ``poll_events`` then raise ``EngineDied``; ``eng.restart()`` starts a
+fresh one (same arguments) or reconnects, and jobs can be submitted again.
+
+Jobs (each returns a ``Job`` at once; nothing blocks until you wait)::
+
+    job = eng.render(plate="/shots/sh010/plate.####.exr",           # str/path, ImageRef, or float32 pixels
+                     sources=["/photos/actor.jpg"],
+                     output_dir="/shots/cache/3fa2c1d0e5b6a7c8",
+                     settings={"face_selector": "largest"},           # engine.settings schema; validated
+                     frame_start=1001, frame_end=1100)
+    for ev in job.events(timeout=60):   # blocking iterator; ends after the terminal event
+        ...                             # ev["type"]: see Events below
+    summary = job.wait()                # the "done" event (render); raises JobFailed / JobCancelledError
+
+    prev = eng.preview(plate=pixels, sources=[...], settings=..., frame=1).wait()
+    prev.rgba                           # float32 (H, W, 4) linear, what the EXR's RGBA would hold
+    prev.mattes                         # {"Face": float32 (H, W), ...}
+    faces = eng.analyse(plate=..., frame=1).wait()
+    faces[0]["box"], faces[0]["landmarks"], faces[0]["embedding"], faces[0]["thumbnail"]  # uint8 (96,96,3)
+    out = eng.echo(pixels)              # round trip through shared memory (tests, benchmark)
+
+    job.cancel()                        # or eng.cancel(job.id); ends with a "cancelled" event
+    eng.status()                        # engine-wide: jobs, clients, slots
+    for job, ev in eng.poll_events():   # non-blocking, all jobs, for a Blender timer
+        ...
+
+Images: a ``str``/``os.PathLike`` is a file (or a ``####``/``%04d`` sequence) the engine reads; a numpy
+array is pixels (float32 (H, W, 3|4), top row first, scene linear unless ``colorspace`` says otherwise)
+that travel in a shared-memory slot; ``ImageRef(path=..., colorspace=...)`` / ``ImageRef(pixels=...,
+colorspace=..., name=...)`` say which colour space. A pixel plate is one still image.
+
+Events (dicts, ``ev["type"]``): ``queued`` {position} · ``start`` {total, frame_start, frame_end} ·
+``frame_done`` {frame, path, seconds, faces} · ``progress`` {done, total, fps, eta} · ``warning``
+{frame, message} · and exactly one terminal event: ``done`` {seconds, result, ...} · ``error``
+{message} · ``cancelled``. After it, ``job.done`` is True and ``job.state`` is that type.
+
+Exceptions: ``EngineClientError`` (base) · ``EngineStartError`` (engine did not come up; message has
+its output) · ``EngineDied`` (the engine process or connection is gone) · ``ProtocolMismatch``
+(add-on and engine versions differ) · ``RequestError`` (the engine refused a request; the message names
+the problem) · ``JobFailed`` (the job ended with an error) · ``JobCancelledError``.
+
+Threads: one daemon reader thread per client (never keeps the host alive); ``EngineClient`` methods are
+thread-safe. Zero-copy results (``copy=False``) are views of a shared-memory slot that the next request
+may reuse: copy what you keep.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine import PROTOCOL_VERSION, __version__, protocol, transport
+
+__all__ = [
+    "EngineClient", "Job", "ImageRef", "PreviewResult", "EngineClientError", "EngineStartError", "EngineDied",
+    "ProtocolMismatch", "RequestError", "JobFailed", "JobCancelledError",
+]
+
+POLL_S = 0.05  # how often blocking waits re-check that the engine is alive
+
+
+class EngineClientError(Exception):
+    """Base of everything this module raises."""
+
+
+class EngineStartError(EngineClientError):
+    """The engine process did not come up (bad Python, missing packages, no socket)."""
+
+
+class EngineDied(EngineClientError):
+    """The engine process or its connection is gone. ``restart()`` the client to go on."""
+
+
+class ProtocolMismatch(EngineClientError):
+    """The engine speaks another protocol version: install matching add-on and engine."""
+
+
+class RequestError(EngineClientError):
+    """The engine refused a request; the message names the problem."""
+
+
+class JobFailed(EngineClientError):
+    """A job ended with an ``error`` event; the message is the engine's."""
+
+
+class JobCancelledError(EngineClientError):
+    """A job ended because it was cancelled."""
+
+
+@dataclass
+class ImageRef:
+    """A file (``path``) or pixels (float32 (H, W, 3|4), top row first) with their colour space."""
+
+    path: str | None = None
+    pixels: np.ndarray | None = None
+    colorspace: str = "auto"
+    name: str = ""
+
+
+@dataclass
+class PreviewResult:
+    rgba: np.ndarray  # float32 (H, W, 4), linear: what the EXR's RGBA would hold
+    mattes: dict[str, np.ndarray] = field(default_factory=dict)  # float32 (H, W) each
+    faces: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+class _ClientSlot:
+    def __init__(self, slot: transport.Slot) -> None:
+        self.slot = slot
+        self.busy = False
+
+
+class _Pending:
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.reply: dict[str, Any] | None = None
+
+
+class Job:
+    """A submitted job. Events arrive in the client's reader thread and wait here until consumed."""
+
+    def __init__(self, client: EngineClient, job_id: int, kind: str, slots: list[str], copy: bool) -> None:
+        self.client = client
+        self.id = job_id
+        self.kind = kind
+        self.state = "queued"
+        self.error: str | None = None
+        self.result: Any = None
+        self._slots = slots  # client slots held until the terminal event
+        self._copy = copy
+        self._events: collections.deque[dict[str, Any]] = collections.deque()
+        self._cv = threading.Condition()
+        self._terminal: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"<Job {self.id} {self.kind} {self.state}>"
+
+    @property
+    def done(self) -> bool:
+        return self._terminal is not None
+
+    def poll(self) -> list[dict[str, Any]]:
+        """Events received so far and not yet consumed; never blocks. Raises EngineDied if the engine
+        died before the job ended (after returning what had arrived)."""
+        out = self._drain()
+        if not out and self._terminal is None:
+            self.client._raise_if_dead()
+        return out
+
+    def _drain(self) -> list[dict[str, Any]]:
+        with self._cv:
+            out = list(self._events)
+            self._events.clear()
+        if self._terminal is not None:
+            self.client._forget(self)
+        return out
+
+    def events(self, timeout: float | None = None) -> Iterator[dict[str, Any]]:
+        """Yield events until (and including) the terminal one. ``timeout``: the longest wait for any one
+        event (TimeoutError); None waits forever. Raises EngineDied if the engine dies first."""
+        while True:
+            ev = self._next(timeout)
+            yield ev
+            if ev["type"] in protocol.TERMINAL_EVENTS:
+                return
+
+    def _next(self, timeout: float | None) -> dict[str, Any]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            while not self._events:
+                if self._terminal is None:
+                    self.client._raise_if_dead()
+                elif not self._events:
+                    raise EngineClientError(f"job {self.id}: its events were already consumed")
+                left = POLL_S if deadline is None else min(POLL_S, deadline - time.monotonic())
+                if left <= 0:
+                    raise TimeoutError(f"job {self.id} ({self.kind}): no event within {timeout} s")
+                self._cv.wait(left)
+            ev = self._events.popleft()
+        if ev["type"] in protocol.TERMINAL_EVENTS:
+            self.client._forget(self)
+        return ev
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """Block until the job ends (consuming its events). Returns the result: render → the ``done``
+        event; preview → PreviewResult; analyse → list of face dicts; echo → ndarray."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            while self._terminal is None:
+                self.client._raise_if_dead()
+                left = POLL_S if deadline is None else min(POLL_S, deadline - time.monotonic())
+                if left <= 0:
+                    raise TimeoutError(f"job {self.id} ({self.kind}) still running after {timeout} s")
+                self._cv.wait(left)
+            self._events.clear()
+        self.client._forget(self)
+        return self.outcome()
+
+    def outcome(self) -> Any:
+        """The finished job's result; raises JobFailed / JobCancelledError."""
+        if self.state == "error":
+            raise JobFailed(f"{self.kind} job {self.id} failed: {self.error}")
+        if self.state == "cancelled":
+            raise JobCancelledError(f"{self.kind} job {self.id} was cancelled")
+        return self.result
+
+    def cancel(self) -> None:
+        if not self.done:
+            self.client.cancel(self.id)
+
+    def _push(self, ev: dict[str, Any]) -> None:  # reader thread
+        with self._cv:
+            if ev["type"] in protocol.TERMINAL_EVENTS:
+                self._terminal = ev
+                self.state = ev["type"]
+                if self.state == "error":
+                    self.error = str(ev.get("message", "unknown error"))
+            elif ev["type"] == "start" or (ev["type"] != "queued" and self.state == "queued"):
+                self.state = "running"
+            self._events.append(ev)
+            self._cv.notify_all()
+
+
+_LIVE_CLIENTS: weakref.WeakSet[EngineClient] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for client in list(_LIVE_CLIENTS):
+        try:
+            client.close()
+        except Exception:
+            pass
+
+
+def _default_root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class EngineClient:
+    """A connection to one engine. Make it with ``start`` or ``connect``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._jobs: dict[int, Job] = {}
+        self._slots: dict[str, _ClientSlot] = {}
+        self._zombies: list[transport.Slot] = []
+        self._channel: transport.Channel | None = None
+        self._dead: str | None = None
+        self._reader: threading.Thread | None = None
+        self._launch: dict[str, Any] | None = None
+        self._connect_args: dict[str, Any] | None = None
+        self.process: subprocess.Popen | None = None
+        self.socket_dir: str | None = None
+        self.address: str | None = None
+        self.info: dict[str, Any] = {}
+        self.client_name = "facefusion"
+        self.log_path: str | None = None
+        _LIVE_CLIENTS.add(self)
+
+    # ------------------------------------------------------------------------------------- start up
+
+    @classmethod
+    def start(cls, python: str, *, root: str | None = None, models_dir: str | None = None,
+              device: str = "cpu", allowed_output_roots: list[str] | tuple[str, ...] = (),
+              render_workers: int = 1, extra_args: list[str] | tuple[str, ...] = (),
+              env: dict[str, str] | None = None, log_path: str | None = None, start_timeout: float = 60.0,
+              client_name: str = "facefusion") -> EngineClient:
+        """Launch ``python -m engine serve`` (cwd and PYTHONPATH = ``root``, the folder holding ``engine/``)
+        and connect. The key goes through the engine's stdin, never its command line; the engine exits
+        when this process dies. ``log_path``: the engine's stderr (default: this process's stderr)."""
+        self = cls()
+        self.client_name = client_name
+        self._launch = {"python": python, "root": root or _default_root(), "models_dir": models_dir,
+                        "device": device, "allowed_output_roots": list(allowed_output_roots),
+                        "render_workers": render_workers, "extra_args": list(extra_args), "env": env,
+                        "log_path": log_path, "start_timeout": start_timeout}
+        self._spawn()
+        return self
+
+    @classmethod
+    def connect(cls, socket_dir: str | None = None, *, address: str | None = None, authkey: bytes | None = None,
+                client_name: str = "facefusion") -> EngineClient:
+        """Connect to a running engine: by its socket directory (reads engine.json) or address + key."""
+        self = cls()
+        self.client_name = client_name
+        self._connect_args = {"socket_dir": socket_dir, "address": address, "authkey": authkey}
+        self._connect_existing()
+        return self
+
+    def _connect_existing(self) -> None:
+        args = self._connect_args or {}
+        address, key = args.get("address"), args.get("authkey")
+        if address is None or key is None:
+            sdir = args.get("socket_dir") or transport.default_socket_dir()
+            try:
+                info = transport.read_connection_file(sdir)
+            except (OSError, ValueError) as exc:
+                raise EngineClientError(f"no running engine found in {sdir} ({exc}); start one with "
+                                        "'python -m engine serve' or EngineClient.start()") from None
+            address = address or info["address"]
+            key = key or bytes.fromhex(info["key"])
+            self.socket_dir = sdir
+        self._open(address, key)
+
+    def _spawn(self) -> None:
+        opts = self._launch
+        assert opts is not None
+        key = os.urandom(32)
+        self.socket_dir = tempfile.mkdtemp(prefix="ffe-")  # mode 0700
+        cmd = [opts["python"], "-m", "engine", "serve", "--socket-dir", self.socket_dir, "--key-stdin",
+               "--watch-stdin", "--device", opts["device"], "--render-workers", str(opts["render_workers"])]
+        if sys.platform != "win32":
+            cmd += ["--parent-pid", str(os.getpid())]
+        if opts["models_dir"]:
+            cmd += ["--models-dir", opts["models_dir"]]
+        for root in opts["allowed_output_roots"]:
+            cmd += ["--allowed-output-root", str(root)]
+        cmd += opts["extra_args"]
+        env = dict(os.environ if opts["env"] is None else opts["env"])
+        for var in ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP", transport.ENV_KEY):
+            env.pop(var, None)  # Blender's own Python settings must not leak into the engine's Python
+        env["PYTHONPATH"] = opts["root"]
+        env["PYTHONUNBUFFERED"] = "1"
+        self.log_path = opts["log_path"]
+        stderr = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115 (handed to Popen)
+        flags = 0x08000000 if sys.platform == "win32" else 0  # CREATE_NO_WINDOW
+        try:
+            self.process = subprocess.Popen(cmd, cwd=opts["root"], env=env, stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, stderr=stderr, creationflags=flags)
+        except OSError as exc:
+            raise EngineStartError(f"cannot run the engine's Python {opts['python']!r}: {exc}") from None
+        finally:
+            if stderr is not None:
+                stderr.close()
+        proc = self.process
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(key.hex().encode() + b"\n")
+            proc.stdin.flush()
+        except OSError:
+            pass  # it died already; reported below
+        ready: list[dict[str, Any]] = []
+        got = threading.Event()
+        threading.Thread(target=_drain_stdout, args=(proc.stdout, ready, got), daemon=True,
+                         name="engine-stdout").start()
+        deadline = time.monotonic() + opts["start_timeout"]
+        while not got.wait(0.05):
+            if proc.poll() is not None:
+                raise EngineStartError(f"the engine exited during start-up with code {proc.returncode}"
+                                       f"{self._log_hint()}")
+            if time.monotonic() > deadline:
+                self._kill_process()
+                raise EngineStartError(f"the engine did not start within {opts['start_timeout']:g} s"
+                                       f"{self._log_hint()}")
+        if not ready:
+            self._kill_process()
+            raise EngineStartError(f"the engine closed its output without saying it was ready{self._log_hint()}")
+        self._open(ready[0]["address"], key)
+
+    def _log_hint(self) -> str:
+        return f"; see {self.log_path}" if self.log_path else "; see the console for its messages"
+
+    def _open(self, address: str, key: bytes) -> None:
+        try:
+            self._channel = transport.connect(address, key)
+        except Exception as exc:
+            raise EngineClientError(f"cannot connect to the engine at {address}: {type(exc).__name__}: "
+                                    f"{exc}") from None
+        self.address = address
+        self._dead = None
+        self._reader = threading.Thread(target=self._read_loop, args=(self._channel,), daemon=True,
+                                        name="engine-reader")
+        self._reader.start()
+        try:
+            self.info = self._request("hello", timeout=30.0, protocol=PROTOCOL_VERSION, client=self.client_name,
+                                      pid=os.getpid(), engine_version=__version__)
+        except RequestError as exc:
+            self._close_channel()
+            if "protocol version" in str(exc):
+                raise ProtocolMismatch(str(exc)) from None
+            raise
+
+    def restart(self) -> EngineClient:
+        """After EngineDied (or any time): drop everything of the old engine, start or reconnect again."""
+        self.close(shutdown=True)
+        self._dead = None
+        _LIVE_CLIENTS.add(self)
+        if self._launch is not None:
+            self._spawn()
+        else:
+            self._connect_existing()
+        return self
+
+    def close(self, shutdown: bool | None = None) -> None:
+        """Disconnect. ``shutdown``: also stop the engine (default: only an engine this client started)."""
+        if shutdown is None:
+            shutdown = self.process is not None
+        if shutdown and self._channel is not None and self._dead is None:
+            try:
+                self._request("shutdown", timeout=5.0)
+            except EngineClientError:
+                pass
+        self._close_channel()
+        self._fail_all("the client closed its connection to the engine")
+        if self.process is not None:
+            try:
+                if self.process.stdin:
+                    self.process.stdin.close()  # the engine exits on stdin EOF
+            except OSError:
+                pass
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._kill_process()
+            self._cleanup_dead_engine()
+            self.process = None
+        self._release_slots()
+        _LIVE_CLIENTS.discard(self)
+
+    def _kill_process(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def _close_channel(self) -> None:
+        channel, self._channel = self._channel, None  # first, so the reader does not report a death
+        if channel is not None:
+            transport.shutdown_connection(channel.conn)
+            channel.close()
+        if self._reader is not None and self._reader is not threading.current_thread():
+            self._reader.join(timeout=2.0)
+        self._reader = None
+        self._channel = None
+
+    def __enter__(self) -> EngineClient:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # --------------------------------------------------------------------------------------- liveness
+
+    @property
+    def alive(self) -> bool:
+        return self._dead is None and self._channel is not None
+
+    @property
+    def pid(self) -> int | None:
+        return self.info.get("pid")
+
+    def _raise_if_dead(self) -> None:
+        if self._dead is not None:
+            raise EngineDied(self._dead)
+        if self._channel is None:
+            raise EngineDied("not connected to an engine")
+
+    def _read_loop(self, channel: transport.Channel) -> None:
+        reason = "the engine closed the connection"
+        try:
+            while True:
+                data = channel.recv_bytes()
+                try:
+                    msg = protocol.parse_incoming(data)
+                except protocol.ProtocolError as exc:
+                    reason = f"the engine sent an invalid message ({exc})"
+                    break
+                self._handle(msg)
+                if msg["kind"] == "notice" and msg["notice"].get("type") == "shutdown":
+                    reason = str(msg["notice"].get("message", "the engine shut down"))
+        except (EOFError, OSError):
+            pass
+        if channel is self._channel:
+            self._on_death(reason)
+
+    def _on_death(self, reason: str) -> None:
+        if self.process is not None:
+            try:
+                code = self.process.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                code = None
+            if code is not None:
+                how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+                reason = f"the engine (pid {self.process.pid}) {how}{self._log_hint()}"
+        self._dead = reason
+        self._fail_all(reason)
+        self._cleanup_dead_engine()
+
+    def _fail_all(self, reason: str) -> None:
+        with self._lock:
+            pending = list(self._pending.values())
+            self._pending.clear()
+            jobs = list(self._jobs.values())
+        for p in pending:
+            p.event.set()
+        for job in jobs:
+            with job._cv:
+                job._cv.notify_all()
+
+    def _cleanup_dead_engine(self) -> None:
+        """The engine is gone: unlink its segments we know (its tracker may have died with it)."""
+        pid = self.info.get("pid")
+        if pid is None or transport.pid_alive(pid):
+            return
+        with self._lock:
+            for name in self._slots:
+                transport.unlink_segment(name)
+        self._release_slots()
+
+    def _release_slots(self) -> None:
+        with self._lock:
+            slots = list(self._slots.values())
+            self._slots.clear()
+            self._zombies = [s for s in self._zombies if not s.close()]
+            for cs in slots:
+                if not cs.slot.close():
+                    self._zombies.append(cs.slot)
+
+    # ---------------------------------------------------------------------------------------- messages
+
+    def _handle(self, msg: dict[str, Any]) -> None:  # reader thread
+        kind = msg["kind"]
+        if kind == "reply":
+            with self._lock:
+                pending = self._pending.pop(msg["id"], None)
+                if isinstance(pending, _JobPending) and msg["ok"]:
+                    # Register the job before reading on: its events follow right behind this reply.
+                    job = Job(self, int(msg["result"]["job"]), pending.op, pending.held, pending.copy)
+                    pending.job = job
+                    self._jobs[job.id] = job
+            if pending is not None:
+                pending.reply = msg
+                pending.event.set()
+        elif kind == "event":
+            with self._lock:
+                job = self._jobs.get(msg["job"])
+            if job is None:
+                return
+            ev = msg["event"]
+            if ev["type"] in protocol.TERMINAL_EVENTS:
+                ev = self._finish_job(job, ev)
+            job._push(ev)
+
+    def _send(self, op: str, **fields: Any) -> _Pending:
+        with self._lock:
+            self._raise_if_dead()
+            rid = next(self._ids)
+            pending = _Pending()
+            self._pending[rid] = pending
+            channel = self._channel
+        assert channel is not None
+        try:
+            channel.send(protocol.request(op, rid, **fields))
+        except (OSError, ValueError) as exc:
+            with self._lock:
+                self._pending.pop(rid, None)
+            raise EngineDied(self._dead or f"cannot send to the engine: {exc}") from None
+        return pending
+
+    def _request(self, op: str, timeout: float | None = 30.0, **fields: Any) -> dict[str, Any]:
+        pending = self._send(op, **fields)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not pending.event.wait(POLL_S):
+            self._raise_if_dead()
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"the engine did not answer '{op}' within {timeout} s")
+        if pending.reply is None:
+            self._raise_if_dead()
+            raise EngineDied("the engine went away before answering")
+        if not pending.reply["ok"]:
+            raise RequestError(f"{op}: {pending.reply.get('error', 'refused')}")
+        return pending.reply.get("result") or {}
+
+    def _send_nowait(self, op: str, **fields: Any) -> None:
+        """Fire and forget (from the reader thread, which must never wait for a reply)."""
+        with self._lock:
+            if self._dead is not None or self._channel is None:
+                return
+            rid = next(self._ids)
+            channel = self._channel
+        try:
+            channel.send(protocol.request(op, rid, **fields))
+        except (OSError, ValueError):
+            pass
+
+    # ------------------------------------------------------------------------------------------- slots
+
+    def _acquire_slot(self, nbytes: int, exclude: set[str]) -> _ClientSlot:
+        with self._lock:
+            fits = [cs for name, cs in self._slots.items()
+                    if not cs.busy and name not in exclude and cs.slot.capacity >= nbytes]
+            if fits:
+                cs = min(fits, key=lambda c: c.slot.capacity)
+                cs.busy = True
+                return cs
+        reply = self._request("slot_alloc", nbytes=nbytes)
+        cs = _ClientSlot(self._attach(reply["slot"]))
+        cs.busy = True
+        with self._lock:
+            self._slots[cs.slot.name] = cs
+        return cs
+
+    def _attach(self, name: str) -> transport.Slot:
+        try:
+            return transport.Slot.attach(name)
+        except transport.SlotError as exc:
+            raise EngineClientError(str(exc)) from None
+
+    def _result_slot(self, exclude: set[str]) -> str | None:
+        """A free slot for the engine to write a result into (the largest), or None (engine makes one)."""
+        with self._lock:
+            free = [cs for name, cs in self._slots.items() if not cs.busy and name not in exclude]
+            if not free:
+                return None
+            cs = max(free, key=lambda c: c.slot.capacity)
+            cs.busy = True
+            return cs.slot.name
+
+    def _forget(self, job: Job) -> None:
+        """A finished job whose events were consumed: the client no longer tracks it."""
+        with self._lock:
+            self._jobs.pop(job.id, None)
+
+    def _release(self, names: list[str]) -> None:
+        with self._lock:
+            for name in names:
+                cs = self._slots.get(name)
+                if cs is not None:
+                    cs.busy = False
+
+    def _image(self, image: Any, held: list[str], what: str) -> dict[str, Any]:
+        if isinstance(image, ImageRef):
+            ref = image
+        elif isinstance(image, np.ndarray):
+            ref = ImageRef(pixels=image)
+        elif isinstance(image, (str, os.PathLike)):
+            ref = ImageRef(path=os.fspath(image))
+        else:
+            raise TypeError(f"{what} must be a path, a numpy array or an ImageRef, not {type(image).__name__}")
+        if ref.pixels is None:
+            if not ref.path:
+                raise ValueError(f"{what}: an ImageRef needs a path or pixels")
+            return {"path": os.path.abspath(ref.path), "colorspace": ref.colorspace, "name": ref.name}
+        pixels = np.asarray(ref.pixels)
+        if pixels.ndim != 3 or pixels.shape[2] not in (3, 4):
+            raise ValueError(f"{what}: pixels must be (height, width, 3 or 4), got shape {pixels.shape}")
+        if pixels.dtype != np.float32:
+            pixels = pixels.astype(np.float32)
+        cs = self._acquire_slot(pixels.nbytes, set(held))
+        held.append(cs.slot.name)
+        cs.slot.write(pixels)
+        gen = cs.slot.bump()
+        return {"slot": cs.slot.name, "gen": gen, "shape": list(pixels.shape), "dtype": "float32",
+                "colorspace": ref.colorspace, "name": ref.name}
+
+    # -------------------------------------------------------------------------------------------- jobs
+
+    def _finish_job(self, job: Job, ev: dict[str, Any]) -> dict[str, Any]:  # reader thread
+        held, job._slots = job._slots, []
+        result = ev.get("result") or {}
+        try:
+            if ev["type"] == "done":
+                job.result = self._materialise(job, result) if job.kind != "render" else ev
+        except (EngineClientError, transport.SlotError, protocol.ProtocolError) as exc:
+            ev = {"type": "error", "message": f"cannot read the result: {exc}"}
+        finally:
+            replaced = result.get("replaced")
+            if replaced:
+                with self._lock:
+                    cs = self._slots.pop(replaced, None)
+                if cs is not None and not cs.slot.close():
+                    self._zombies.append(cs.slot)
+            self._release(held + ([result["slot"]] if result.get("slot") else []))
+            with self._lock:
+                # Keep at most a few idle slots; give back the smallest extras.
+                idle = sorted((cs for cs in self._slots.values() if not cs.busy), key=lambda c: c.slot.capacity)
+                extras = idle[:-4] if len(idle) > 4 else []
+                for cs in extras:
+                    self._slots.pop(cs.slot.name, None)
+                    if not cs.slot.close():
+                        self._zombies.append(cs.slot)
+            for cs in extras:
+                self._send_nowait("slot_free", slot=cs.slot.name)
+        return ev
+
+    def _materialise(self, job: Job, result: dict[str, Any]) -> Any:
+        layers: dict[str, np.ndarray] = {}
+        if result.get("slot"):
+            name = result["slot"]
+            with self._lock:
+                cs = self._slots.get(name)
+            if cs is None:
+                cs = _ClientSlot(self._attach(name))
+                with self._lock:
+                    self._slots[name] = cs
+            cs.slot.check_generation(int(result["gen"]))
+            for layer in protocol.check_layers(result, cs.slot.capacity):
+                view = cs.slot.array(layer["shape"], layer["dtype"], layer["offset"])
+                layers[layer["name"]] = view.copy() if job._copy else view
+                del view
+        if job.kind == "echo":
+            return layers["rgba"]
+        if job.kind == "preview":
+            mattes = {k[len("matte."):]: v for k, v in layers.items() if k.startswith("matte.")}
+            return PreviewResult(rgba=layers["rgba"], mattes=mattes, faces=int(result.get("faces", 0)),
+                                 warnings=list(result.get("warnings", [])))
+        faces = []
+        for face in result.get("faces", []):
+            face = dict(face)
+            thumb = face.pop("thumbnail_layer", None)
+            if thumb is not None and thumb in layers:
+                face["thumbnail"] = layers[thumb]
+            faces.append(face)
+        return faces
+
+    def _submit_with(self, op: str, held: list[str], copy: bool, **fields: Any) -> Job:
+        with self._lock:
+            self._raise_if_dead()
+            rid = next(self._ids)
+            pending = _JobPending(self, op, held, copy)
+            self._pending[rid] = pending
+            channel = self._channel
+        assert channel is not None
+        try:
+            try:
+                channel.send(protocol.request(op, rid, **fields))
+            except (OSError, ValueError) as exc:
+                raise EngineDied(self._dead or f"cannot send to the engine: {exc}") from None
+            while not pending.event.wait(POLL_S):
+                self._raise_if_dead()
+            if pending.reply is None:
+                self._raise_if_dead()
+                raise EngineDied("the engine went away before answering")
+            if not pending.reply["ok"]:
+                raise RequestError(f"{op}: {pending.reply.get('error', 'refused')}")
+        except BaseException:
+            with self._lock:
+                self._pending.pop(rid, None)
+            self._release(held)
+            raise
+        assert pending.job is not None
+        return pending.job
+
+    def render(self, plate: Any, sources: list[Any], output_dir: str, settings: dict[str, Any] | None = None,
+               frame_start: int | None = None, frame_end: int | None = None, *, skip_existing: bool = False,
+               file_prefix: str = "facefusion") -> Job:
+        """Render frames of ``plate`` into one EXR per frame in ``output_dir`` (must be under an allowed
+        output root of the engine). Events: start, frame_done, progress, warning, then done/error/cancelled."""
+        held: list[str] = []
+        try:
+            fields = {"plate": self._image(plate, held, "plate"),
+                      "sources": [self._image(s, held, f"sources[{i}]") for i, s in enumerate(sources)],
+                      "output_dir": os.path.abspath(os.fspath(output_dir)), "settings": dict(settings or {}),
+                      "frame_start": frame_start, "frame_end": frame_end, "skip_existing": skip_existing,
+                      "file_prefix": file_prefix}
+        except BaseException:
+            self._release(held)
+            raise
+        return self._submit_with("render", held, True, **fields)
+
+    def preview(self, plate: Any, sources: list[Any], frame: int, settings: dict[str, Any] | None = None,
+                *, copy: bool = True) -> Job:
+        """One frame swapped, back as pixels (no file). ``job.wait()`` → PreviewResult."""
+        held: list[str] = []
+        try:
+            fields = {"plate": self._image(plate, held, "plate"),
+                      "sources": [self._image(s, held, f"sources[{i}]") for i, s in enumerate(sources)],
+                      "frame": int(frame), "settings": dict(settings or {})}
+            fields["out_slot"] = self._result_slot(set(held))
+            if fields["out_slot"]:
+                held.append(fields["out_slot"])
+        except BaseException:
+            self._release(held)
+            raise
+        return self._submit_with("preview", held, copy, **fields)
+
+    def analyse(self, plate: Any, frame: int, settings: dict[str, Any] | None = None) -> Job:
+        """The faces in one frame. ``job.wait()`` → [{"index", "box", "landmarks", "embedding", "thumbnail"}]."""
+        held: list[str] = []
+        try:
+            fields = {"plate": self._image(plate, held, "plate"), "frame": int(frame),
+                      "settings": dict(settings or {})}
+            fields["out_slot"] = self._result_slot(set(held))
+            if fields["out_slot"]:
+                held.append(fields["out_slot"])
+        except BaseException:
+            self._release(held)
+            raise
+        return self._submit_with("analyse", held, True, **fields)
+
+    def submit_echo(self, pixels: np.ndarray, *, copy: bool = True) -> Job:
+        held: list[str] = []
+        try:
+            fields = {"image": self._image(pixels, held, "image")}
+            fields["out_slot"] = self._result_slot(set(held))
+            if fields["out_slot"]:
+                held.append(fields["out_slot"])
+        except BaseException:
+            self._release(held)
+            raise
+        return self._submit_with("echo", held, copy, **fields)
+
+    def echo(self, pixels: np.ndarray, *, copy: bool = True, timeout: float | None = 60.0) -> np.ndarray:
+        """Send pixels through shared memory and get the engine's unchanged copy back. ``copy=False`` returns
+        a view of the result slot, valid until the next request."""
+        return self.submit_echo(pixels, copy=copy).wait(timeout)
+
+    def cancel(self, job_id: int) -> dict[str, Any]:
+        return self._request("cancel", job=int(job_id))
+
+    def status(self) -> dict[str, Any]:
+        return self._request("status")
+
+    def ping(self, timeout: float = 5.0) -> float:
+        t0 = time.perf_counter()
+        self._request("ping", timeout=timeout)
+        return time.perf_counter() - t0
+
+    def shutdown(self) -> None:
+        """Ask the engine to stop (cancels every client's jobs)."""
+        self.close(shutdown=True)
+
+    def poll_events(self) -> list[tuple[Job, dict[str, Any]]]:
+        """Every job's new events, without blocking (for a modal operator's timer). Raises EngineDied
+        once the engine is gone and everything it sent has been returned."""
+        with self._lock:
+            jobs = list(self._jobs.values())
+        out = []
+        for job in jobs:
+            out.extend((job, ev) for ev in job._drain())
+        if not out:
+            self._raise_if_dead()
+        return out
+
+
+class _JobPending(_Pending):
+    """A job request's reply: the reader thread makes the Job as the reply lands, before its events."""
+
+    def __init__(self, client: EngineClient, op: str, held: list[str], copy: bool) -> None:
+        super().__init__()
+        self.client, self.op, self.held, self.copy = client, op, held, copy
+        self.job: Job | None = None
+
+
+def _drain_stdout(stream: Any, ready: list[dict[str, Any]], got: threading.Event) -> None:
+    """Read the engine's stdout: the first JSON ``ready`` line, then discard (so it never blocks)."""
+    try:
+        for line in stream:
+            if not got.is_set():
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(msg, dict) and msg.get("event") == "ready":
+                    ready.append(msg)
+                    got.set()
+    except (OSError, ValueError):
+        pass
+    finally:
+        got.set()

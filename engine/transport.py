@@ -1,0 +1,429 @@
+"""Shared-memory frame slots and the authenticated control channel. Standard library plus numpy.
+
+Used by both sides: the engine creates and owns every segment; the client (Blender's Python 3.11,
+numpy < 2) attaches to them. Pitfalls handled here (see notes/engine-research.md §2):
+
+- Python <= 3.12 registers *attached* segments with the resource tracker, which unlinks them when the
+  attaching process exits, pulling the frame out from under the engine. Attachers here never touch the
+  tracker: on POSIX they map the segment with ``_posixshmem.shm_open`` + ``mmap`` directly. The creator
+  (the engine) keeps tracking, so its tracker unlinks its segments even after a ``kill -9``.
+- ``np.ndarray(buffer=...)`` views do not pin the mapping and segfault after ``close()``. Views here are
+  made with ``np.frombuffer`` (which pins it), so closing a slot with live views raises BufferError
+  instead; ``Slot.close()`` then reports False and the caller retries once the views are gone.
+- First touch of a fresh segment costs ~7x a normal copy: slots are pre-faulted once and reused.
+
+Slot layout: a 4 KiB header (magic, layout version, owner pid, client id, capacity, generation) then
+the payload, page aligned. Ownership moves by message, never by polling shared flags: whoever is about
+to write bumps the generation and names it in the message; the reader checks the header still holds it,
+so a stale or duplicated reply (after a cancel or a restart) is detected instead of misread.
+
+Segment names: ``ffe_<owner pid>_<4 hex>_<n>`` (<= 30 characters, the macOS limit), so a start-up sweep
+can remove the segments of owners that died (``sweep_dead_segments``).
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import re
+import secrets
+import socket
+import stat
+import struct
+import sys
+import tempfile
+import threading
+from multiprocessing import connection as mpc
+from typing import Any
+
+import numpy as np
+
+from engine import protocol
+
+SEGMENT_PREFIX = "ffe"
+HEADER_BYTES = 4096
+PAGE = 4096
+MAGIC = b"FFSLOT\x00\x01"
+LAYOUT_VERSION = 1
+_HEADER = struct.Struct("<8sIIqqqq")  # magic, layout, reserved, owner pid, client id, capacity, generation
+_GEN_OFFSET = 40
+ENV_KEY = "FACEFUSION_ENGINE_KEY"  # hex authkey handed to an engine started by a client
+CONNECTION_FILE = "engine.json"
+AUTH_TIMEOUT_S = 5.0
+_NAME_RE = re.compile(rf"^{SEGMENT_PREFIX}_(\d+)_[0-9a-f]{{4}}_\d+$")
+
+IS_WINDOWS = sys.platform == "win32"
+if not IS_WINDOWS:
+    import _posixshmem
+
+
+class SlotError(Exception):
+    """A slot could not be created, attached or used; the message names the slot and the problem."""
+
+
+class StaleSlot(SlotError):
+    """A slot's generation moved on: the message refers to contents that were replaced."""
+
+
+# ------------------------------------------------------------------------------------------------ naming
+
+
+class SegmentNamer:
+    """Unique segment names for one owner process."""
+
+    def __init__(self, pid: int | None = None) -> None:
+        self.pid = os.getpid() if pid is None else pid
+        self.token = secrets.token_hex(2)
+        self._n = 0
+        self._lock = threading.Lock()
+
+    def next(self) -> str:
+        with self._lock:
+            self._n += 1
+            return f"{SEGMENT_PREFIX}_{self.pid}_{self.token}_{self._n}"
+
+
+def owner_pid(name: str) -> int | None:
+    m = _NAME_RE.match(name)
+    return int(m.group(1)) if m else None
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    if IS_WINDOWS:
+        import ctypes
+
+        kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
+        handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+        if not handle:
+            return False
+        code = ctypes.c_ulong()
+        try:
+            ok = kernel32.GetExitCodeProcess(handle, ctypes.byref(code))
+            return bool(ok) and code.value == 259  # STILL_ACTIVE
+        finally:
+            kernel32.CloseHandle(handle)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
+def list_segments() -> list[str]:
+    """Our segments visible in /dev/shm (Linux). Other systems cannot list them: returns []."""
+    try:
+        return sorted(n for n in os.listdir("/dev/shm") if _NAME_RE.match(n))
+    except OSError:
+        return []
+
+
+def unlink_segment(name: str) -> bool:
+    if IS_WINDOWS:
+        return False  # Windows frees a mapping when its last handle closes
+    try:
+        _posixshmem.shm_unlink("/" + name)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def sweep_dead_segments() -> list[str]:
+    """Unlink segments whose owner process is gone (a crash the owner's resource tracker did not clean)."""
+    removed = []
+    for name in list_segments():
+        pid = owner_pid(name)
+        if pid is not None and not pid_alive(pid):
+            try:
+                if unlink_segment(name):
+                    removed.append(name)
+            except OSError:
+                pass
+    return removed
+
+
+def shm_free_bytes() -> int | None:
+    try:
+        st = os.statvfs("/dev/shm")
+        return st.f_bavail * st.f_frsize
+    except (OSError, AttributeError):
+        return None
+
+
+# ------------------------------------------------------------------------------------------------- slots
+
+
+class Slot:
+    """One shared-memory segment: a header and ``capacity`` payload bytes."""
+
+    def __init__(self, name: str, mapping: Any, buf: memoryview, capacity: int, owner: bool) -> None:
+        self.name = name
+        self.capacity = capacity
+        self.owner = owner
+        self._mapping = mapping  # SharedMemory (creator, Windows) or mmap (POSIX attacher)
+        self._buf: memoryview | None = buf
+        self.closed = False
+
+    # -- life cycle
+
+    @classmethod
+    def create(cls, name: str, capacity: int, *, client_id: int = 0, prefault: bool = True) -> Slot:
+        """Create (engine side). The creator's resource tracker unlinks it if this process is killed."""
+        from multiprocessing import shared_memory
+
+        if len(name) > 30:
+            raise SlotError(f"segment name {name!r} is longer than 30 characters")
+        try:
+            shm = shared_memory.SharedMemory(name=name, create=True, size=HEADER_BYTES + capacity)
+        except OSError as exc:
+            raise SlotError(f"cannot create shared memory {name} of {capacity} bytes: {exc}") from None
+        slot = cls(name, shm, shm.buf, capacity, owner=True)
+        _HEADER.pack_into(shm.buf, 0, MAGIC, LAYOUT_VERSION, 0, os.getpid(), client_id, capacity, 0)
+        if prefault:
+            slot.prefault(write=True)
+        return slot
+
+    @classmethod
+    def attach(cls, name: str, *, prefault: bool = True) -> Slot:
+        """Attach (client side) without registering with the resource tracker."""
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise SlotError(f"{name!r} is not an engine slot name")
+        if IS_WINDOWS:
+            from multiprocessing import shared_memory
+
+            try:
+                shm = shared_memory.SharedMemory(name=name)
+            except OSError as exc:
+                raise SlotError(f"cannot attach slot {name}: {exc}") from None
+            mapping: Any = shm
+            buf = shm.buf
+        else:
+            try:
+                fd = _posixshmem.shm_open("/" + name, os.O_RDWR, mode=0o600)
+            except OSError as exc:
+                raise SlotError(f"cannot attach slot {name}: {exc}") from None
+            try:
+                size = os.fstat(fd).st_size
+                if size < HEADER_BYTES:
+                    raise SlotError(f"slot {name} is {size} bytes, smaller than its header")
+                mapping = mmap.mmap(fd, size)
+            finally:
+                os.close(fd)
+            buf = memoryview(mapping)
+        magic, layout, _r, _pid, _cid, capacity, _gen = _HEADER.unpack_from(buf, 0)
+        if magic != MAGIC or layout != LAYOUT_VERSION or capacity + HEADER_BYTES > len(buf):
+            buf.release()
+            mapping.close()
+            raise SlotError(f"slot {name} has an unknown header (layout {layout}); engine and client differ")
+        slot = cls(name, mapping, buf, capacity, owner=False)
+        if prefault:
+            slot.prefault(write=False)
+        return slot
+
+    def prefault(self, *, write: bool) -> None:
+        """Touch every page once now so the first frame copy does not pay the page faults."""
+        pages = np.frombuffer(self.buf, dtype=np.uint8)[HEADER_BYTES::PAGE]
+        if write:
+            pages[...] = 0  # the creator allocates the tmpfs pages
+        else:
+            int(pages.max())  # maps the already allocated pages into this process
+        del pages
+
+    def close(self) -> bool:
+        """Unmap. Returns False (and stays open) while numpy views of the slot are still alive."""
+        if self.closed:
+            return True
+        try:
+            if self._buf is not None:
+                self._buf.release()
+        except BufferError:
+            return False
+        self._buf = None
+        try:
+            self._mapping.close()
+        except BufferError:
+            return False
+        self.closed = True
+        return True
+
+    def unlink(self) -> None:
+        """Remove the name (owner only). Mappings stay valid until closed."""
+        if self.owner:
+            try:
+                self._mapping.unlink()
+            except FileNotFoundError:
+                pass
+
+    # -- header
+
+    @property
+    def buf(self) -> memoryview:
+        if self._buf is None:
+            raise SlotError(f"slot {self.name} is closed")
+        return self._buf
+
+    @property
+    def generation(self) -> int:
+        return struct.unpack_from("<q", self.buf, _GEN_OFFSET)[0]
+
+    def bump(self) -> int:
+        """Announce new contents: the next generation, written into the header and returned."""
+        gen = self.generation + 1
+        struct.pack_into("<q", self.buf, _GEN_OFFSET, gen)
+        return gen
+
+    def check_generation(self, gen: int) -> None:
+        current = self.generation
+        if current != gen:
+            raise StaleSlot(f"slot {self.name} holds generation {current}, the message refers to {gen} "
+                            "(stale or duplicated message)")
+
+    # -- payload
+
+    def array(self, shape: tuple[int, ...] | list[int], dtype: Any = np.float32, offset: int = 0) -> np.ndarray:
+        """A zero-copy view of the payload. Delete it before ``close()``."""
+        dt = np.dtype(dtype)
+        count = 1
+        for s in shape:
+            count *= int(s)
+        nbytes = count * dt.itemsize
+        if offset < 0 or offset + nbytes > self.capacity:
+            raise SlotError(f"{nbytes} bytes at offset {offset} do not fit slot {self.name} "
+                            f"of {self.capacity} bytes")
+        return np.frombuffer(self.buf, dtype=dt, count=count, offset=HEADER_BYTES + offset).reshape(shape)
+
+    def write(self, pixels: np.ndarray, offset: int = 0) -> None:
+        view = self.array(pixels.shape, pixels.dtype, offset)
+        np.copyto(view, pixels, casting="no")
+        del view
+
+
+def align(n: int, to: int = 64) -> int:
+    return (n + to - 1) // to * to
+
+
+# ---------------------------------------------------------------------------------------- control channel
+
+
+def default_socket_dir() -> str:
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
+    return os.path.join(base, f"facefusion-{uid}")
+
+
+def ensure_private_dir(path: str) -> str:
+    """Create (or check) a directory only this user can enter: mode 0700, owned by us."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    if IS_WINDOWS:
+        return path
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise PermissionError(f"{path} is not a directory")
+    if st.st_uid != os.getuid():
+        raise PermissionError(f"{path} belongs to another user; choose another --socket-dir")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def new_address(socket_dir: str) -> str:
+    if IS_WINDOWS:
+        return rf"\\.\pipe\facefusion-{os.getpid()}-{secrets.token_hex(4)}"
+    return os.path.join(socket_dir, f"engine-{os.getpid()}.sock")
+
+
+def address_family(address: str) -> str:
+    return "AF_PIPE" if address.startswith("\\\\") else "AF_UNIX"
+
+
+def write_connection_file(socket_dir: str, info: dict[str, Any]) -> str:
+    """engine.json in the private directory (mode 0600): how another client finds and authenticates."""
+    path = os.path.join(socket_dir, CONNECTION_FILE)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(info, fh)
+    os.replace(tmp, path)
+    return path
+
+
+def read_connection_file(socket_dir: str) -> dict[str, Any]:
+    with open(os.path.join(socket_dir, CONNECTION_FILE)) as fh:
+        return json.load(fh)
+
+
+class Channel:
+    """A control connection: JSON messages via send_bytes/recv_bytes only (never pickle)."""
+
+    def __init__(self, conn: mpc.Connection) -> None:
+        self.conn = conn
+        self._send_lock = threading.Lock()
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = protocol.encode(message)
+        with self._send_lock:
+            self.conn.send_bytes(data)
+
+    def recv_bytes(self) -> bytes:
+        """One frame. Raises EOFError/OSError when the peer is gone or the frame is too big."""
+        return self.conn.recv_bytes(protocol.MAX_MESSAGE_BYTES)
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        return self.conn.poll(timeout)
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+
+
+def listen(address: str) -> mpc.Listener:
+    """The engine's listener. Authentication is done per connection (``authenticate_incoming``) so a
+    peer that connects and then says nothing cannot stall the accept loop."""
+    family = address_family(address)
+    listener = mpc.Listener(address, family=family, backlog=16)
+    if family == "AF_UNIX":
+        os.chmod(address, 0o600)
+    return listener
+
+
+def shutdown_connection(conn: mpc.Connection) -> None:
+    """Wake any thread blocked reading ``conn`` (closing the fd alone does not)."""
+    if IS_WINDOWS:
+        return
+    try:
+        s = socket.socket(fileno=os.dup(conn.fileno()))
+    except (OSError, ValueError):
+        return
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        s.close()
+
+
+def authenticate_incoming(conn: mpc.Connection, authkey: bytes, timeout: float = AUTH_TIMEOUT_S) -> None:
+    """Mutual HMAC challenge (multiprocessing's), bounded in time. Raises AuthenticationError/OSError/EOFError."""
+    timer = None
+    if not IS_WINDOWS:
+        timer = threading.Timer(timeout, shutdown_connection, (conn,))
+        timer.daemon = True
+        timer.start()
+    try:
+        mpc.deliver_challenge(conn, authkey)
+        mpc.answer_challenge(conn, authkey)
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+def connect(address: str, authkey: bytes) -> Channel:
+    """Connect and authenticate (raises AuthenticationError on a wrong key, OSError if nobody listens)."""
+    conn = mpc.Client(address, family=address_family(address), authkey=authkey)
+    return Channel(conn)
