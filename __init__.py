@@ -1,3 +1,8 @@
 """Face Fusion extension root: Blender loads this package; everything lives in ``addon``."""
 
-from .addon import register, unregister  # noqa: F401
+try:
+    import bpy  # noqa: F401
+except ModuleNotFoundError:  # imported outside Blender (pytest walks the repository root): nothing to register
+    pass
+else:
+    from .addon import register, unregister  # noqa: F401

@@ -36,7 +36,7 @@ def find_blender_ext(explicit: str | None = None) -> tuple[str, str | None]:
         spec = importlib.util.find_spec("bpy")  # locates the wheel without importing Blender
         if spec is None or not spec.submodule_search_locations:
             raise SystemExit("blender_ext.py not found: install bpy (pip install bpy==5.0.1), "
-                             "or pass --blender-ext /path/to/blender/<ver>/scripts/addons_core/bl_pkg/cli/blender_ext.py")
+                             "or pass --blender-ext <blender>/<ver>/scripts/addons_core/bl_pkg/cli/blender_ext.py")
         for loc in spec.submodule_search_locations:
             scripts_dirs += glob.glob(os.path.join(loc, "*", "scripts"))
         hits = [os.path.join(d, "addons_core", "bl_pkg", "cli", "blender_ext.py") for d in scripts_dirs]

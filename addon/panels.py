@@ -1,0 +1,146 @@
+"""Sidebar panels: Sequencer (the active Face Fusion strip) and Node Editor (the active Face Fusion node)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import bpy
+
+from . import compat, targets
+from .props import grouped_settings
+
+
+def _owner(context: Any) -> Any:
+    from .operators import _settings_owner
+
+    return _settings_owner(context)
+
+
+def _owner_args(op: Any, owner: Any) -> None:
+    if isinstance(owner.id_data, bpy.types.Scene):
+        op.strip_name = owner.name
+    else:
+        op.node_name = owner.name
+
+
+class FACEFUSION_UL_sources(bpy.types.UIList):
+    def draw_item(self, context: Any, layout: Any, data: Any, item: Any, icon: Any, active_data: Any,
+                  active_prop: str, index: int = 0, flt_flag: int = 0) -> None:
+        if item.kind == "IMAGE":
+            layout.prop(item, "image", text="", icon="IMAGE_DATA")
+        else:
+            layout.prop(item, "filepath", text="", icon="FILE_IMAGE")
+
+
+def draw_settings(layout: Any, context: Any, owner: Any) -> None:
+    ff = owner.face_fusion
+    col = layout.column()
+    if owner.id_data and isinstance(owner.id_data, bpy.types.Scene):
+        col.label(text=f"Plate: {ff.plate_strip}", icon="SEQUENCE")
+    # sources
+    box = col.box()
+    box.label(text="Source Photos", icon="USER")
+    row = box.row()
+    row.template_list("FACEFUSION_UL_sources", "", ff, "sources", ff, "active_source", rows=2)
+    sub = row.column(align=True)
+    _owner_args(sub.operator("facefusion.source_add", text="", icon="ADD"), owner)
+    _owner_args(sub.operator("facefusion.source_remove", text="", icon="REMOVE"), owner)
+    # schema groups
+    for group, label, settings in grouped_settings():
+        box = col.box()
+        box.label(text=label)
+        for s in settings:
+            box.prop(ff, s.name)
+        if group == "faces":
+            _owner_args(box.operator("facefusion.find_faces", icon="VIEWZOOM"), owner)
+            if len(ff.faces):
+                grid = box.grid_flow(columns=4, even_columns=True)
+                for face in ff.faces:
+                    cell = grid.column()
+                    if face.thumbnail is not None:
+                        cell.template_icon(icon_value=face.thumbnail.preview.icon_id if face.thumbnail.preview else 0,
+                                           scale=3.0)
+                    op = cell.operator("facefusion.pick_face", text=str(face.index),
+                                       depress=(ff.face_selector == "reference" and ff.reference_face == face.index))
+                    op.index = face.index
+                    _owner_args(op, owner)
+    # bake
+    box = col.box()
+    box.label(text=f"Cache: {ff.cache_dir or 'not ready'}", icon="FILE_FOLDER")
+    if ff.last_error:
+        box.label(text=ff.last_error, icon="ERROR")
+    runtime = context.window_manager.face_fusion_runtime
+    if runtime.running:
+        box.prop(runtime, "progress", text=runtime.message, slider=True)
+    row = box.row(align=True)
+    _owner_args(row.operator("facefusion.preview", icon="IMAGE_RGB"), owner)
+    _owner_args(row.operator("facefusion.bake", icon="RENDER_ANIMATION"), owner)
+    if ff.preview_image is not None:
+        box.template_ID_preview(ff, "preview_image", hide_buttons=True)
+
+
+class SEQUENCER_PT_face_fusion(bpy.types.Panel):
+    bl_space_type = "SEQUENCE_EDITOR"
+    bl_region_type = "UI"
+    bl_category = "Face Fusion"
+    bl_label = "Face Fusion"
+
+    def draw(self, context: Any) -> None:
+        owner = _owner(context)
+        if owner is None:
+            self.layout.label(text="Select a movie or image strip (the plate)")
+            self.layout.operator("facefusion.add_strip", icon="ADD")
+            return
+        draw_settings(self.layout, context, owner)
+
+
+class NODE_PT_face_fusion(bpy.types.Panel):
+    bl_space_type = "NODE_EDITOR"
+    bl_region_type = "UI"
+    bl_category = "Face Fusion"
+    bl_label = "Face Fusion"
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        return getattr(context.space_data, "tree_type", "") == "CompositorNodeTree"
+
+    def draw(self, context: Any) -> None:
+        owner = _owner(context)
+        if owner is None:
+            self.layout.operator("facefusion.add_node", icon="ADD")
+            return
+        draw_settings(self.layout, context, owner)
+
+
+def _strip_menu(self: Any, context: Any) -> None:
+    self.layout.separator()
+    self.layout.operator("facefusion.add_strip", icon="USER")
+
+
+def _status_bar(self: Any, context: Any) -> None:
+    runtime = getattr(context.window_manager, "face_fusion_runtime", None)
+    if runtime is not None and runtime.running:
+        self.layout.label(text=f"{runtime.message} ({runtime.progress:.0%})", icon="RENDER_ANIMATION")
+
+
+CLASSES = (FACEFUSION_UL_sources, SEQUENCER_PT_face_fusion, NODE_PT_face_fusion)
+MENUS = (("SEQUENCER_MT_strip", _strip_menu), ("SEQUENCER_MT_add", _strip_menu), ("STATUSBAR_HT_header", _status_bar))
+
+
+def register() -> None:
+    for cls in CLASSES:
+        bpy.utils.register_class(cls)
+    for menu, fn in MENUS:
+        if hasattr(bpy.types, menu):
+            getattr(bpy.types, menu).append(fn)
+
+
+def unregister() -> None:
+    for menu, fn in MENUS:
+        if hasattr(bpy.types, menu):
+            getattr(bpy.types, menu).remove(fn)
+    for cls in reversed(CLASSES):
+        bpy.utils.unregister_class(cls)
+
+
+__all__ = ["compat", "targets"]

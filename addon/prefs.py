@@ -1,0 +1,140 @@
+"""Add-on preferences: where the engine lives, how it starts, where frames and models go."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import bpy
+
+ADDON_PACKAGE = __package__.rpartition(".")[0] or __package__  # the extension root package
+DEFAULT_CACHE = "//face_fusion_cache"
+ENV_PYTHON = "FACE_FUSION_ENGINE_PYTHON"
+ENV_ROOT = "FACE_FUSION_ENGINE_ROOT"
+
+DEVICE_ITEMS = [
+    ("auto", "Automatic", "Fastest provider the engine finds (CUDA, then CPU); the engine reports which it used"),
+    ("cpu", "CPU", "Run every model on the CPU"),
+    ("cuda", "CUDA", "NVIDIA GPU through CUDA; fails with a clear error when CUDA is not available"),
+]
+
+
+def _venv_python(venv: str) -> str:
+    return os.path.join(venv, "Scripts", "python.exe") if os.name == "nt" else os.path.join(venv, "bin", "python")
+
+
+def checkout_root() -> str | None:
+    """The repository this add-on runs from (development installs), if it is one."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return here if os.path.isfile(os.path.join(here, "engine", "__main__.py")) else None
+
+
+def managed_env_dir() -> str:
+    """Where *Set up engine* creates the engine environment (the extension's own user folder)."""
+    try:
+        return bpy.utils.extension_path_user(ADDON_PACKAGE, path="engine-env", create=False)
+    except (ValueError, AttributeError):  # not running as an extension (a checkout or a test)
+        return os.path.join(bpy.utils.user_resource("SCRIPTS", path="face_fusion"), "engine-env")
+
+
+def find_engine_root(prefs: Any = None, python: str = "") -> str:
+    """Folder holding the engine's sources (``engine/__main__.py``): preference, $FACE_FUSION_ENGINE_ROOT,
+    the checkout this add-on runs from, or the project whose ``.venv`` holds the engine's Python."""
+    beside_venv = ""
+    if python:  # <root>/.venv/bin/python -> <root>
+        beside_venv = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(python))))
+    for candidate in (getattr(prefs, "engine_root", ""), os.environ.get(ENV_ROOT, ""), checkout_root() or "",
+                      beside_venv):
+        if candidate and os.path.isfile(os.path.join(bpy.path.abspath(candidate), "engine", "__main__.py")):
+            return os.path.abspath(bpy.path.abspath(candidate))
+    return ""
+
+
+def find_engine_python(prefs: Any = None) -> str:
+    """The engine's Python: preference, $FACE_FUSION_ENGINE_PYTHON, the environment *Set up engine* made,
+    or the project's ``.venv`` next to the engine sources. Empty when none exists."""
+    root = find_engine_root(prefs)
+    candidates = [getattr(prefs, "engine_python", ""), os.environ.get(ENV_PYTHON, ""),
+                  _venv_python(managed_env_dir())]
+    if root:
+        candidates.append(_venv_python(os.path.join(root, ".venv")))
+    for candidate in candidates:
+        if candidate and os.path.isfile(bpy.path.abspath(candidate)):
+            return os.path.abspath(bpy.path.abspath(candidate))
+    return ""
+
+
+class _Defaults:
+    """Stand-in when the add-on is not registered under its package name (scripts importing it directly)."""
+
+    engine_python = ""
+    engine_root = ""
+    auto_start = True
+    cache_dir = DEFAULT_CACHE
+    models_dir = ""
+    device = "auto"
+
+
+def get_prefs(context: Any = None) -> Any:
+    context = context or bpy.context
+    addon = context.preferences.addons.get(ADDON_PACKAGE)
+    return addon.preferences if addon is not None and addon.preferences is not None else _Defaults()
+
+
+class FaceFusionPreferences(bpy.types.AddonPreferences):
+    bl_idname = ADDON_PACKAGE
+
+    engine_python: bpy.props.StringProperty(
+        name="Engine Python", subtype="FILE_PATH",
+        description="Python of the engine's own environment (never Blender's). Empty: found automatically")
+    engine_root: bpy.props.StringProperty(
+        name="Engine Sources", subtype="DIR_PATH",
+        description="Folder with the engine's sources and requirements (for Set up Engine). Empty: found automatically")
+    auto_start: bpy.props.BoolProperty(
+        name="Start Automatically", default=True,
+        description="Start the engine when a bake, preview or render needs it")
+    cache_dir: bpy.props.StringProperty(
+        name="Cache Folder", subtype="DIR_PATH", default=DEFAULT_CACHE,
+        description="Where baked frames go; '//' is the .blend's folder, so farms and asset tracers see them")
+    models_dir: bpy.props.StringProperty(
+        name="Models Folder", subtype="DIR_PATH",
+        description="Where the engine keeps downloaded models. Empty: the engine's default")
+    device: bpy.props.EnumProperty(name="Device", items=DEVICE_ITEMS, default="auto")
+
+    def draw(self, context: Any) -> None:
+        layout = self.layout
+        col = layout.column()
+        col.prop(self, "engine_python")
+        found = find_engine_python(self)
+        col.label(text=f"Using: {found}" if found else "No engine environment found: use Set up Engine",
+                  icon="CHECKMARK" if found else "ERROR")
+        col.prop(self, "engine_root")
+        col.prop(self, "auto_start")
+        col.prop(self, "device")
+        col.prop(self, "cache_dir")
+        col.prop(self, "models_dir")
+        row = layout.row()
+        row.operator("facefusion.setup_engine", icon="CONSOLE")
+        row.operator("facefusion.check_engine", icon="INFO")
+        runtime = getattr(context.window_manager, "face_fusion_runtime", None)
+        if runtime is not None and runtime.message:
+            layout.label(text=runtime.message)
+
+
+def blender_python() -> str:
+    """A Python 3.11 able to create the engine's venv: Blender's own interpreter."""
+    return sys.executable
+
+
+CLASSES = (FaceFusionPreferences,)
+
+
+def register() -> None:
+    for cls in CLASSES:
+        bpy.utils.register_class(cls)
+
+
+def unregister() -> None:
+    for cls in reversed(CLASSES):
+        bpy.utils.unregister_class(cls)

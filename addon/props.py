@@ -1,0 +1,145 @@
+"""Properties. The swap settings are generated from the engine's schema (engine/settings.py), never listed here.
+
+``FaceFusionSettings`` holds one property per schema setting plus what the add-on itself needs (source
+photos, the plate it belongs to, the current cache key). It hangs off every strip (``strip.face_fusion``)
+and every Face Fusion compositor node (``node.face_fusion``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import bpy
+
+from . import compat
+from .engine_link import settings_module
+
+SETTINGS_GROUPS = (  # panel order; any group the schema adds later is shown after these
+    ("faces", "Faces"), ("swap", "Swapper"), ("colour", "Colour Match"), ("enhance", "Super-Resolution"),
+    ("matte", "Mattes"), ("output", "Output"),
+)
+
+
+def _on_setting_changed(self: Any, context: Any) -> None:
+    """Any setting change points the strip/node at the cache folder of the new settings."""
+    from . import targets  # late: targets imports this module
+
+    targets.retarget_owner(self)
+
+
+def _schema_property(setting: Any) -> Any:
+    common = {"name": setting.label, "description": setting.description, "update": _on_setting_changed}
+    kind = setting.kind
+    if kind == "enum":
+        items = [(value, value.replace("_", " ").title(), desc) for value, desc in setting.choices]
+        return bpy.props.EnumProperty(items=items, default=setting.default, **common)
+    if kind == "bool":
+        return bpy.props.BoolProperty(default=setting.default, **common)
+    if kind == "int":
+        limits = {}
+        if setting.min is not None:
+            limits["min"] = int(setting.min)
+        if setting.max is not None:
+            limits["max"] = int(setting.max)
+        return bpy.props.IntProperty(default=int(setting.default), **limits, **common)
+    if kind == "float":
+        limits = {}
+        if setting.min is not None:
+            limits["min"] = float(setting.min)
+        if setting.max is not None:
+            limits["max"] = float(setting.max)
+        return bpy.props.FloatProperty(default=float(setting.default), **limits, **common)
+    if kind == "str":
+        return bpy.props.StringProperty(default=setting.default, **common)
+    raise ValueError(f"setting kind {kind!r} of '{setting.name}' has no Blender property")
+
+
+def schema() -> tuple:
+    return settings_module().SCHEMA
+
+
+def settings_dict(group: Any) -> dict[str, Any]:
+    """The engine's settings JSON for a FaceFusionSettings, validated by the engine's own schema."""
+    values = {}
+    for s in schema():
+        value = getattr(group, s.name)
+        values[s.name] = float(value) if s.kind == "float" else value
+    return settings_module().validate(values)
+
+
+def grouped_settings() -> list[tuple[str, str, list[Any]]]:
+    """[(group id, label, [Setting...])] in panel order."""
+    by_group: dict[str, list[Any]] = {}
+    for s in schema():
+        by_group.setdefault(s.group, []).append(s)
+    known = [g for g, _ in SETTINGS_GROUPS]
+    ordered = [(g, label, by_group[g]) for g, label in SETTINGS_GROUPS if g in by_group]
+    ordered += [(g, g.title(), by_group[g]) for g in by_group if g not in known]
+    return ordered
+
+
+class FaceFusionSource(bpy.types.PropertyGroup):
+    """One source identity photo: a file, or an image in the .blend (packed ones go through shared memory)."""
+
+    kind: bpy.props.EnumProperty(
+        name="Kind", items=[("FILE", "File", "A photo on disk"), ("IMAGE", "Image", "An image in this .blend")],
+        default="FILE", update=_on_setting_changed)
+    filepath: bpy.props.StringProperty(name="Photo", subtype="FILE_PATH", update=_on_setting_changed)
+    image: bpy.props.PointerProperty(name="Image", type=bpy.types.Image, update=_on_setting_changed)
+
+
+class FaceFusionFace(bpy.types.PropertyGroup):
+    """A face the engine found in the reference frame (for the face picker)."""
+
+    index: bpy.props.IntProperty()
+    box: bpy.props.IntVectorProperty(size=4)
+    thumbnail: bpy.props.PointerProperty(type=bpy.types.Image)
+
+
+def _annotations() -> dict[str, Any]:
+    ann: dict[str, Any] = {s.name: _schema_property(s) for s in schema()}
+    ann.update({
+        "sources": bpy.props.CollectionProperty(type=FaceFusionSource, name="Source Photos"),
+        "active_source": bpy.props.IntProperty(name="Active Source", default=0),
+        "plate_strip": bpy.props.StringProperty(
+            name="Plate Strip", description="Name of the strip whose media is the plate", update=_on_setting_changed),
+        "cache_key": bpy.props.StringProperty(name="Cache Key", description="Folder of the current settings' frames"),
+        "cache_dir": bpy.props.StringProperty(name="Cache Folder", subtype="DIR_PATH",
+                                              description="Where the frames of the current settings are written"),
+        "faces": bpy.props.CollectionProperty(type=FaceFusionFace),
+        "preview_image": bpy.props.PointerProperty(type=bpy.types.Image, name="Preview"),
+        "last_error": bpy.props.StringProperty(name="Last Error"),
+    })
+    return ann
+
+
+# The class body is built from the schema at import time: one source of truth for names, types, limits.
+FaceFusionSettings = type("FaceFusionSettings", (bpy.types.PropertyGroup,), {
+    "__annotations__": _annotations(),
+    "__doc__": "Face Fusion settings of one strip or node (generated from the engine's settings schema)",
+})
+
+
+class FaceFusionRuntime(bpy.types.PropertyGroup):
+    """Window-manager state of a running bake (not saved; drives the status-bar progress)."""
+
+    running: bpy.props.BoolProperty(default=False)
+    progress: bpy.props.FloatProperty(default=0.0, min=0.0, max=1.0, subtype="FACTOR")
+    message: bpy.props.StringProperty(default="")
+
+
+CLASSES = (FaceFusionSource, FaceFusionFace, FaceFusionSettings, FaceFusionRuntime)
+
+
+def register() -> None:
+    for cls in CLASSES:
+        bpy.utils.register_class(cls)
+    compat.StripType.face_fusion = bpy.props.PointerProperty(type=FaceFusionSettings)
+    bpy.types.WindowManager.face_fusion_runtime = bpy.props.PointerProperty(type=FaceFusionRuntime)
+
+
+def unregister() -> None:
+    del bpy.types.WindowManager.face_fusion_runtime
+    del compat.StripType.face_fusion
+    for cls in reversed(CLASSES):
+        bpy.utils.unregister_class(cls)

@@ -1,0 +1,153 @@
+"""The add-on's one engine connection, started on demand, restarted after the engine dies.
+
+Everything that knows ``engine.client``'s API is in this module; the rest of the add-on calls
+``get().submit_render(...)``, ``get().events(job, timeout)``, ``get().cancel(job)``, ``image_ref(spec)``.
+The engine is a child of Blender that exits with it: it is never what keeps Blender from quitting.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import time
+from typing import Any
+
+import bpy
+
+from . import prefs
+from .engine_link import client_module
+
+
+class EngineUnavailable(RuntimeError):
+    """No engine could be started or reached; the message says what to set up."""
+
+
+class EngineDied(RuntimeError):
+    """The engine process went away while a job ran."""
+
+
+_SESSION: Session | None = None
+
+
+def _client_errors() -> tuple[type[BaseException], ...]:
+    mod = client_module()
+    return (mod.EngineDied, EOFError, BrokenPipeError, ConnectionError)
+
+
+def _ref(spec: dict[str, Any]) -> Any:
+    """A plate/source for the client: ImageRef(path=...) or ImageRef(pixels=...) for images in the .blend."""
+    mod = client_module()
+    if "path" in spec:
+        return mod.ImageRef(path=spec["path"], colorspace=spec.get("colorspace", "auto"))
+    from .targets import image_pixels
+
+    image = spec["image"]
+    return mod.ImageRef(pixels=image_pixels(image), colorspace=spec.get("colorspace", "auto"), name=image.name)
+
+
+class Session:
+    def __init__(self, client: Any, roots: set[str]) -> None:
+        self.client = client
+        self.roots = roots
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        mod = client_module()
+        try:
+            return fn(*args, **kwargs)
+        except _client_errors() as exc:
+            raise EngineDied(str(exc)) from exc
+        except (mod.RequestError, mod.JobFailed) as exc:
+            raise EngineJobError(str(exc)) from exc
+
+    # -- jobs
+    def submit_render(self, request: dict[str, Any]) -> Any:
+        """Submit a render; returns the client's Job."""
+        req = dict(request)
+        return self._call(self.client.render, plate=_ref(req.pop("plate")),
+                          sources=[_ref(s) for s in req.pop("sources")], **req)
+
+    def events(self, job: Any, timeout: float) -> list[dict[str, Any]]:
+        """New events of ``job``; waits up to ``timeout`` seconds for the first one (0: never blocks)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            evs = self._call(job.poll)
+            if evs or job.done or time.monotonic() >= deadline:
+                return evs
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    def cancel(self, job: Any) -> None:
+        self._call(job.cancel)
+
+    def preview(self, plate: dict[str, Any], sources: list[dict[str, Any]], frame: int,
+                settings: dict[str, Any], timeout: float = 300.0) -> Any:
+        job = self._call(self.client.preview, plate=_ref(plate), sources=[_ref(s) for s in sources],
+                         frame=frame, settings=settings)
+        return self._call(job.wait, timeout)
+
+    def analyse(self, plate: dict[str, Any], frame: int, settings: dict[str, Any],
+                timeout: float = 300.0) -> list[dict[str, Any]]:
+        job = self._call(self.client.analyse, plate=_ref(plate), frame=frame, settings=settings)
+        return self._call(job.wait, timeout)
+
+    def info(self) -> dict[str, Any]:
+        info = dict(self.client.info)
+        info.update(self._call(self.client.status))
+        return info
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        except Exception:  # closing a dead engine must never stop Blender from quitting
+            pass
+
+
+class EngineJobError(RuntimeError):
+    """The engine refused or failed a job; the message names the problem."""
+
+
+def _start(roots: set[str]) -> Session:
+    p = prefs.get_prefs()
+    python = prefs.find_engine_python(p)
+    if not python:
+        raise EngineUnavailable("no engine environment found: set the Engine Python in the Face Fusion "
+                                "preferences, or run Set up Engine")
+    root = prefs.find_engine_root(p, python)
+    if not root:
+        raise EngineUnavailable("engine sources not found: set Engine Sources in the Face Fusion preferences "
+                                "(the folder holding engine/)")
+    if not p.auto_start and not bpy.app.background:
+        raise EngineUnavailable("the engine is not running and Start Automatically is off")
+    mod = client_module()
+    try:
+        client = mod.EngineClient.start(
+            python, root=root, models_dir=bpy.path.abspath(p.models_dir) if p.models_dir else None,
+            device=p.device if p.device != "auto" else "cpu", allowed_output_roots=sorted(roots),
+            client_name=f"blender {bpy.app.version_string}")
+    except mod.EngineClientError as exc:
+        raise EngineUnavailable(f"the engine did not start with {python}: {exc}") from exc
+    return Session(client, roots)
+
+
+def get(output_root: str | None = None) -> Session:
+    """The running session; started (or restarted to allow a new output root) when needed."""
+    global _SESSION
+    root = os.path.realpath(output_root) if output_root else None
+    if _SESSION is not None and root is not None and not any(
+            os.path.commonpath([root, r]) == r for r in _SESSION.roots):
+        roots = _SESSION.roots | {root}
+        forget()
+        _SESSION = _start(roots)
+    if _SESSION is None:
+        _SESSION = _start({root} if root else set())
+    return _SESSION
+
+
+def forget() -> None:
+    """Drop the session (after the engine died, or to restart it)."""
+    global _SESSION
+    if _SESSION is not None:
+        _SESSION.close()
+    _SESSION = None
+
+
+atexit.register(forget)
