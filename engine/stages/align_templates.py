@@ -35,14 +35,14 @@ def template(name: str) -> np.ndarray:
 
 
 def estimate_matrix(kps5: np.ndarray, tmpl: np.ndarray, size: int) -> np.ndarray:
-    """Similarity transform (2, 3) taking frame points ``kps5`` to ``tmpl * size``, least squares."""
+    """Similarity transform (2, 3) taking frame points ``kps5`` to ``tmpl * size``, least squares over all points.
+
+    Closed form (Umeyama), not RANSAC/LMEDS: deterministic, and every point counts, so smoothed landmarks give
+    smooth crops (cv2.estimateAffinePartial2D with RANSAC threshold 100, as FaceFusion uses, is the same fit).
+    """
     src = np.asarray(kps5, dtype=np.float64).reshape(-1, 2)
     dst = np.asarray(tmpl, dtype=np.float64).reshape(-1, 2) * size
-    m, _ = cv2.estimateAffinePartial2D(src, dst, method=cv2.LMEDS)
-    if m is None or not np.all(np.isfinite(m)):
-        # degenerate points: fall back to the closed-form Umeyama solution
-        m = _umeyama(src, dst)
-    return m.astype(np.float64)
+    return _umeyama(src, dst)
 
 
 def _umeyama(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
