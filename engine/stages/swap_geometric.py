@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 
 from engine.stages import face_mesh
-from engine.stages.align import FFHQ_TEMPLATE
+from engine.stages.align import FFHQ_TEMPLATE, similarity, transform_points
 from engine.stages.contracts import SourceIdentity, SwapInput, SwapOutput
 
 # (crop size, target face size in plate pixels) -> (source crop sRGB (S, S, 3), source points (78, 2) in crop)
@@ -25,9 +25,11 @@ class GeometricSwapper:
     template = FFHQ_TEMPLATE
     size = 0  # any: the crop size follows the target face
 
-    def __init__(self, source_provider: SourceProvider, keep_eyes_mouth: bool = True) -> None:
+    def __init__(self, source_provider: SourceProvider, keep_eyes_mouth: bool = True,
+                 shape_transfer: float = 0.8) -> None:
         self._source = source_provider
         self.keep_eyes_mouth = keep_eyes_mouth
+        self.shape_transfer = shape_transfer
         self._tris: np.ndarray | None = None
 
     def swap(self, batch: SwapInput, source: SourceIdentity) -> SwapOutput:
@@ -44,7 +46,7 @@ class GeometricSwapper:
         """(swapped crop, mask of target features to restore after colour matching)."""
         size = target.shape[0]
         src_img, src_pts = self._source(size, face_size)
-        dst_pts = face_mesh.with_forehead(target_lm68)
+        dst_pts = face_mesh.with_forehead(self._blend_shape(target_lm68, src_pts[:68]))
         if self._tris is None:
             self._tris = face_mesh.triangulate(src_pts)
         map_x, map_y, inside = _piecewise_affine_maps(src_pts, dst_pts, self._tris, size)
@@ -56,6 +58,18 @@ class GeometricSwapper:
         return result, keep
 
 
+    def _blend_shape(self, target: np.ndarray, source: np.ndarray) -> np.ndarray:
+        """Target landmarks moved towards the source's face shape (aligned to the target by a similarity): the
+        proportions of brows, nose, lips and jaw carry identity; pose and expression stay the target's."""
+        m = similarity(source, target)
+        aligned = transform_points(m, source)
+        alpha = np.full(68, self.shape_transfer)
+        alpha[face_mesh.JAW] *= 0.6  # the outline meets the plate: move it less
+        if self.keep_eyes_mouth:  # the kept eyes and mouth interior must line up with the target's pixels
+            alpha[face_mesh.LEFT_EYE + face_mesh.RIGHT_EYE + face_mesh.INNER_MOUTH] = 0.0
+        return target + alpha[:, None] * (aligned - target)
+
+
 def _piecewise_affine_maps(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, size: int):
     """For each crop pixel inside the destination mesh: where to sample the source (backward mapping)."""
     index = np.full((size, size), -1, np.int32)
@@ -63,7 +77,7 @@ def _piecewise_affine_maps(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, s
     for t, (a, b, c) in enumerate(tris):
         d = dst[[a, b, c]].astype(np.float32)
         s = src[[a, b, c]].astype(np.float32)
-        if abs(np.cross(d[1] - d[0], d[2] - d[0])) < 1e-6:
+        if abs(((d[1, 0] - d[0, 0]) * (d[2, 1] - d[0, 1]) - (d[1, 1] - d[0, 1]) * (d[2, 0] - d[0, 0]))) < 1e-6:
             continue  # degenerate in this pose: its neighbours cover it
         mats[t] = cv2.getAffineTransform(d, s)
         cv2.fillConvexPoly(index, np.round(d).astype(np.int32), int(t))
