@@ -166,6 +166,7 @@ class Job:
         self._events: collections.deque[dict[str, Any]] = collections.deque()
         self._cv = threading.Condition()
         self._terminal: dict[str, Any] | None = None
+        self.output_dir: str | None = None  # render jobs
 
     def __repr__(self) -> str:
         return f"<Job {self.id} {self.kind} {self.state}>"
@@ -525,6 +526,10 @@ class EngineClient:
         self._dead = reason
         self._fail_all(reason)
         self._cleanup_dead_engine()
+        with self._lock:
+            dirs = {j.output_dir for j in self._jobs.values() if j.output_dir and not j.done}
+        for d in dirs:
+            remove_partial_files(d)
 
     def _fail_all(self, reason: str) -> None:
         with self._lock:
@@ -796,7 +801,9 @@ class EngineClient:
         except BaseException:
             self._release(held)
             raise
-        return self._submit_with("render", held, True, **fields)
+        job = self._submit_with("render", held, True, **fields)
+        job.output_dir = fields["output_dir"]
+        return job
 
     def preview(self, plate: Any, sources: list[Any], frame: int, settings: dict[str, Any] | None = None,
                 *, copy: bool = True) -> Job:
@@ -871,6 +878,24 @@ class EngineClient:
         if not out:
             self._raise_if_dead()
         return out
+
+
+def remove_partial_files(folder: str) -> list[str]:
+    """Remove the hidden temporary files an EXR writer killed mid-write leaves (``.name.*.partial.exr``,
+    ``*.exr.tmp``); finished frames are only ever renamed into place, so they are never touched."""
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        if (name.startswith(".") and name.endswith(".partial.exr")) or name.endswith(".exr.tmp"):
+            try:
+                os.unlink(os.path.join(folder, name))
+                removed.append(name)
+            except OSError:
+                pass
+    return removed
 
 
 class _JobPending(_Pending):

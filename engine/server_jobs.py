@@ -94,6 +94,7 @@ def run_render(engines: EngineHolder, req: dict[str, Any], plate: ImageInput, so
 
     summary = engines.get().run(job, on_event=on_event, cancel=cancel)
     final.update(_jsonable(summary or {}))
+    final.pop("type", None)
     return JobOutput(fields=final)
 
 
@@ -104,7 +105,7 @@ def run_preview(engines: EngineHolder, req: dict[str, Any], plate: ImageInput, s
     layers = [Layer("rgba", np.asarray(res.rgba, dtype=np.float32))]
     for name, matte in (res.mattes or {}).items():
         layers.append(Layer(f"matte.{name}", np.asarray(matte, dtype=np.float32)))
-    return JobOutput(fields={"faces": int(res.faces), "warnings": [str(w) for w in (res.warnings or [])]},
+    return JobOutput(fields={"faces": int(res.faces), "warnings": [str(w) for w in (res.warnings or []) if w]},
                      layers=layers)
 
 

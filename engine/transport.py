@@ -284,8 +284,10 @@ class Slot:
 
     # -- payload
 
-    def array(self, shape: tuple[int, ...] | list[int], dtype: Any = np.float32, offset: int = 0) -> np.ndarray:
+    def array(self, shape: int | tuple[int, ...] | list[int], dtype: Any = np.float32,
+              offset: int = 0) -> np.ndarray:
         """A zero-copy view of the payload. Delete it before ``close()``."""
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
         dt = np.dtype(dtype)
         count = 1
         for s in shape:
