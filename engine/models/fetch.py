@@ -6,6 +6,7 @@ model with the command that fetches it).
 
 from __future__ import annotations
 
+import http.client
 import importlib.util
 import os
 import shutil
@@ -41,7 +42,9 @@ class Progress:
         self._last_decile = -1
         self._t0 = time.monotonic()
 
-    def update(self, done: int) -> None:
+    def update(self, done: int, total: int | None = None) -> None:
+        if total:
+            self.total = total  # the server's Content-Length beats the catalogue's approximate size
         now = time.monotonic()
         if self.total:
             frac = min(done / self.total, 1.0)
@@ -108,7 +111,7 @@ def download(url: str, part: Path, *, expected_size: int | None = None,
                     done += len(chunk)
                     if progress:
                         progress(done, total)
-            except (OSError, TimeoutError) as exc:
+            except (OSError, http.client.HTTPException) as exc:
                 raise FetchError(f"{url}: interrupted after {done} bytes ({exc}); run fetch again to resume") from exc
     if length is not None and done < total:
         raise FetchError(f"{url}: interrupted after {done} of {total} bytes; run fetch again to resume")

@@ -41,6 +41,17 @@ def available() -> list[str]:
     return [LONG[p] for p in ort.get_available_providers() if p in LONG]
 
 
+def tensorrt_libraries_present() -> bool:
+    """True when the TensorRT runtime (libnvinfer) can be found: the pip ``tensorrt`` wheels or a system install."""
+    import ctypes.util
+    import importlib.util
+
+    for mod in ("tensorrt_libs", "tensorrt"):
+        if importlib.util.find_spec(mod) is not None:
+            return True
+    return any(ctypes.util.find_library(n) for n in ("nvinfer", "nvinfer_10", "nvinfer_8"))
+
+
 def parse(spec: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """``"auto"`` or a comma list in priority order (``"tensorrt,cuda,cpu"``) -> short names."""
     items = [s.strip().lower() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
@@ -88,7 +99,8 @@ def plan(cfg: ProviderConfig, *, fp16_ok: bool, ort_version: str) -> tuple[list[
         if "cpu" not in wanted and not wanted:
             wanted = ["cpu"]
     else:
-        wanted = [p for p in AUTO_ORDER if p in have]
+        # onnxruntime-gpu lists TensorRT whether or not its libraries exist; try it only when they do
+        wanted = [p for p in AUTO_ORDER if p in have and (p != "tensorrt" or tensorrt_libraries_present())]
     fp16 = cfg.precision == "fp16" or (cfg.precision == "auto" and fp16_ok)
     out: list[tuple[str, dict[str, Any]]] = []
     for p in wanted:
