@@ -77,7 +77,7 @@ def _piecewise_affine_maps(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, s
     for t, (a, b, c) in enumerate(tris):
         d = dst[[a, b, c]].astype(np.float32)
         s = src[[a, b, c]].astype(np.float32)
-        if abs(((d[1, 0] - d[0, 0]) * (d[2, 1] - d[0, 1]) - (d[1, 1] - d[0, 1]) * (d[2, 0] - d[0, 0]))) < 1e-6:
+        if abs((d[1, 0] - d[0, 0]) * (d[2, 1] - d[0, 1]) - (d[1, 1] - d[0, 1]) * (d[2, 0] - d[0, 0])) < 1e-6:
             continue  # degenerate in this pose: its neighbours cover it
         mats[t] = cv2.getAffineTransform(d, s)
         cv2.fillConvexPoly(index, np.round(d).astype(np.int32), int(t))
