@@ -139,8 +139,8 @@ class BakeRun:
 def plan(target: targets.Target, frame_start: int | None = None, frame_end: int | None = None) -> TargetBake:
     """Work out what a target needs: current cache folder (re-pointing the strip/node) and missing frames."""
     key = targets.retarget(target)
-    if not key:
-        raise BakeError(target.settings.last_error or f"Face Fusion {target.label}: not ready")
+    if not key or target.settings.last_error:
+        raise BakeError(f"Face Fusion {target.label}: {target.settings.last_error or 'not ready'}")
     media = target.plate()
     scene = target.scene
     start = scene.frame_start if frame_start is None else frame_start

@@ -28,7 +28,7 @@ def add_face_fusion(scene: Any, plate: Any) -> Any:
     channel = _free_channel(scene, plate.channel, plate.frame_final_start, plate.frame_final_end)
     name = f"FF {plate.name}"
     strip = compat.top_strips(scene).new_image(name, "//" + targets.output_name(media.frames[0]), channel,
-                                               plate.frame_start)
+                                               int(round(plate.frame_start)))
     strip.face_fusion.plate_strip = plate.name  # triggers retarget() through the property update
     strip.blend_type = "ALPHA_OVER"
     strip.alpha_mode = "PREMUL"  # the engine's EXRs hold premultiplied RGBA

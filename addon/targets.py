@@ -133,8 +133,8 @@ class Target:
             s = self.owner
             out = {}
             skip = getattr(s, "animation_offset_start", 0)
-            for f in range(s.frame_final_start, s.frame_final_end):
-                i = f - s.frame_start + skip
+            for f in range(int(s.frame_final_start), int(s.frame_final_end)):
+                i = f - int(round(s.frame_start)) + int(skip)
                 if 0 <= i < len(media.frames):
                     out[f] = media.frames[i]
             return out
@@ -197,11 +197,22 @@ def target_of(owner: Any) -> Target:
 
 
 def owner_of_settings(group: Any) -> Any:
-    """The strip or node that holds this FaceFusionSettings (or None for a stray group)."""
-    path = group.path_from_id()
-    if ".face_fusion" not in path:
+    """The strip or node holding this FaceFusionSettings (or one of its sources); None for a stray group.
+
+    Found by pointer: RNA cannot build a path for a property group nested in a strip."""
+    idd = group.id_data
+    ptr = group.as_pointer()
+    if isinstance(idd, bpy.types.Scene):
+        candidates = compat.strips(idd) or []
+    elif isinstance(idd, bpy.types.NodeTree):
+        candidates = idd.nodes
+    else:
         return None
-    return group.id_data.path_resolve(path[: path.rindex(".face_fusion")])
+    for owner in candidates:
+        ff = getattr(owner, "face_fusion", None)
+        if ff is not None and (ff.as_pointer() == ptr or any(s.as_pointer() == ptr for s in ff.sources)):
+            return owner
+    return None
 
 
 def is_face_fusion_strip(strip: Any) -> bool:
@@ -224,11 +235,16 @@ def retarget(target: Target) -> str:
     settings = target.settings
     try:
         media = target.plate()
-        key = target.cache_key(media)
     except (plates.PlateError, OSError, ValueError) as exc:
         settings.last_error = str(exc)
         return ""
-    settings.last_error = ""
+    try:
+        sources, error = source_specs(settings), ""
+    except (plates.PlateError, OSError) as exc:  # no photo yet: the strip still gets its frames and timing
+        sources, error = [], str(exc)
+    key = target.cache_key(media, sources)
+    if settings.last_error != error:
+        settings.last_error = error
     stored, absolute = target.output_dir(key)
     if settings.cache_key != key:
         settings.cache_key = key

@@ -1,0 +1,159 @@
+"""Blender tests: the real ``bpy`` module (4.2 LTS or 5.0, each in its own venv without the engine's packages)
+with the extension zip installed through Blender's extension machinery, and the real engine as a subprocess.
+
+Collected only where ``bpy`` is importable: the engine's venv (``pytest tests -m "not blender"``) skips
+this folder entirely.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+HAVE_BPY = importlib.util.find_spec("bpy") is not None
+collect_ignore_glob = [] if HAVE_BPY else ["test_*.py"]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ENGINE_PYTHON = os.environ.get("FACE_FUSION_ENGINE_PYTHON") or os.path.join(ROOT, ".venv", "bin", "python")
+ADDON = "bl_ext.user_default.face_fusion"
+
+# Blender reads these when bpy is first imported: an isolated user folder (preferences, extensions).
+if HAVE_BPY and "BLENDER_USER_RESOURCES" not in os.environ:
+    os.environ["BLENDER_USER_RESOURCES"] = tempfile.mkdtemp(prefix="ff-blender-user-")
+os.environ.setdefault("FACE_FUSION_ENGINE_PYTHON", ENGINE_PYTHON)
+os.environ.setdefault("FACE_FUSION_ENGINE_ROOT", ROOT)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "blender: needs the real bpy module (runs in a Blender venv)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if str(item.fspath).startswith(HERE):
+            item.add_marker(pytest.mark.blender)
+
+
+def engine_run(*args: str, timeout: float = 600) -> str:
+    """Run a helper with the engine's Python; returns stdout."""
+    proc = subprocess.run([ENGINE_PYTHON, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    if proc.returncode != 0:
+        raise AssertionError(f"{' '.join(args[:3])} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout
+
+
+def read_images(paths: list[str], tmp: str) -> list[dict]:
+    """[{"rgba": (H,W,4) linear, "<channel>": (H,W)}...] read by the engine's OpenImageIO."""
+    import numpy as np
+
+    out = os.path.join(tmp, f"read_{len(os.listdir(tmp))}.npz")
+    engine_run(os.path.join(HERE, "read_images.py"), out, *paths)
+    data = np.load(out)
+    result = []
+    for i in range(len(paths)):
+        entry = {"rgba": data[str(i)]}
+        for key in data.files:
+            if key.startswith(f"{i}:"):
+                entry[key.split(":", 1)[1]] = data[key]
+        result.append(entry)
+    return result
+
+
+@pytest.fixture(scope="session")
+def ext_zip(tmp_path_factory: pytest.TempPathFactory) -> str:
+    sys.path.insert(0, os.path.join(ROOT, "packaging"))
+    import build_extension
+
+    return build_extension.build(str(tmp_path_factory.mktemp("dist")))
+
+
+@pytest.fixture(scope="session")
+def installed(ext_zip: str, tmp_path_factory: pytest.TempPathFactory):
+    """The extension installed from its zip and enabled through Blender's extension machinery."""
+    import bpy
+
+    result = bpy.ops.extensions.package_install_files(filepath=ext_zip, repo="user_default",
+                                                      enable_on_install=True)
+    assert result == {"FINISHED"}, result
+    assert ADDON in bpy.context.preferences.addons, list(bpy.context.preferences.addons.keys())
+    prefs = bpy.context.preferences.addons[ADDON].preferences
+    prefs.engine_python = ENGINE_PYTHON
+    prefs.engine_root = ROOT
+    prefs.cache_dir = str(tmp_path_factory.mktemp("cache"))
+    bpy.ops.wm.save_userpref()  # a fresh Blender process (batch test) starts with the add-on enabled
+    yield ADDON
+    sys.modules[ADDON + ".addon"].session.forget()
+
+
+@pytest.fixture()
+def addon(installed):
+    """The add-on package (``<ext>.addon``) as currently loaded (re-enabling reloads it)."""
+    return sys.modules[installed + ".addon"]
+
+
+@pytest.fixture(scope="session")
+def media(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = str(tmp_path_factory.mktemp("media"))
+    info = json.loads(engine_run(os.path.join(HERE, "make_media.py"), out, "--frames", "5", "--size", "192"))
+    info["dir"] = out
+    return info
+
+
+@pytest.fixture()
+def cache_dir(addon, tmp_path) -> str:
+    """A cache folder of this test's own, under the session's engine-allowed root."""
+    import bpy
+
+    prefs = bpy.context.preferences.addons[ADDON].preferences
+    folder = str(tmp_path / "ff_cache")
+    os.makedirs(folder, exist_ok=True)
+    old = prefs.cache_dir
+    prefs.cache_dir = folder
+    yield folder
+    prefs.cache_dir = old
+
+
+@pytest.fixture()
+def scene(addon, tmp_path):
+    import bpy
+
+    sc = bpy.data.scenes.new(f"FF {tmp_path.name}"[:60])
+    sc.render.resolution_x = sc.render.resolution_y = 192
+    sc.render.resolution_percentage = 100
+    sc.frame_start, sc.frame_end = 1, 5
+    sc.render.image_settings.file_format = "OPEN_EXR"
+    sc.render.image_settings.color_depth = "32"
+    sc.render.filepath = str(tmp_path / "render" / "frame_####")
+    sc.render.use_sequencer = True
+    sc.render.dither_intensity = 0.0
+    sc.view_settings.view_transform = "Standard"
+    sc.view_settings.look = "None"
+    yield sc
+    addon.handlers.FAILURES.clear()
+
+
+def add_plate(scene, media: dict, channel: int = 1, frame_start: int = 1):
+    """An image strip of the media's plate sequence."""
+    addon = sys.modules[ADDON + ".addon"]
+    folder = os.path.dirname(media["plate"])
+    names = sorted(f for f in os.listdir(folder) if f.endswith(".png"))
+    strip = addon.compat.top_strips(scene).new_image("Plate", os.path.join(folder, names[0]), channel, frame_start)
+    for name in names[1:]:
+        strip.elements.append(name)
+    return strip
+
+
+def render_animation(scene) -> list[str]:
+    import bpy
+
+    with bpy.context.temp_override(scene=scene):
+        bpy.ops.render.render(animation=True, scene=scene.name)
+    folder = os.path.dirname(bpy.path.abspath(scene.render.filepath))
+    return [os.path.join(folder, f"frame_{f:04d}.exr") for f in range(scene.frame_start, scene.frame_end + 1)]

@@ -1,0 +1,40 @@
+"""Write the Blender tests' media with the engine's environment (Blender's venv must not get cv2/OIIO).
+
+    <engine python> tests/blender/make_media.py OUT [--frames 4] [--size 192]
+
+OUT/plate/plate.0001.png ...: 8-bit sRGB frames of scikit-image's astronaut seen through a slowly moving
+camera (so a one-frame misalignment shows); OUT/source.png: insightface's Tom Hanks photo (the new face).
+Prints a JSON line with the paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from engine import shots  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--frames", type=int, default=4)
+    ap.add_argument("--size", type=int, default=192)
+    args = ap.parse_args()
+    photo = shots.load_photo_linear("astronaut")[20:300, 90:370]  # head and shoulders
+    move = shots.CameraMove(pan=(6.0 * args.frames, 0.0), zoom=(1.0, 1.0), roll_deg=(0.0, 0.0),
+                            exposure_stops=(0.0, 0.0))
+    frames, _ = shots.render_shot(photo, (args.size, args.size), args.frames, move)
+    pattern = shots.write_sequence(frames, os.path.join(args.out, "plate"), ext="png")
+    source = shots.write_photo("tom_hanks", args.out)
+    os.replace(source, os.path.join(args.out, "source.png"))
+    print(json.dumps({"plate": pattern, "source": os.path.join(args.out, "source.png"), "frames": args.frames}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
