@@ -523,13 +523,14 @@ class EngineClient:
             if code is not None:
                 how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
                 reason = f"the engine (pid {self.process.pid}) {how}{self._log_hint()}"
-        self._dead = reason
-        self._fail_all(reason)
+        # Clean up first, so whoever is told "EngineDied" finds no leftover segment or partial file.
         self._cleanup_dead_engine()
         with self._lock:
             dirs = {j.output_dir for j in self._jobs.values() if j.output_dir and not j.done}
         for d in dirs:
             remove_partial_files(d)
+        self._dead = reason
+        self._fail_all(reason)
 
     def _fail_all(self, reason: str) -> None:
         with self._lock:

@@ -1,0 +1,434 @@
+"""The engine server as a real subprocess, real shared memory, real renders: concurrency, cancellation,
+crashes of either side, authentication and every kind of bad request."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from multiprocessing import AuthenticationError
+
+import numpy as np
+import pytest
+
+from engine import PROTOCOL_VERSION, protocol, transport
+from engine.client import EngineClient, EngineDied, JobCancelledError, ProtocolMismatch, RequestError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+FRAMES = 12
+SETTINGS = {"super_resolution": False}
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shared memory and sockets")
+
+
+# ---------------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def work():
+    with tempfile.TemporaryDirectory(prefix="ffsrv-") as d:
+        yield d
+
+
+@pytest.fixture(scope="module")
+def shot(work):
+    """A short PNG plate (a camera move over the astronaut's face) and a source photo of another person."""
+    from engine import shots
+
+    photo = shots.load_photo_linear("astronaut")[0:300, 100:400]
+    frames, _ = shots.render_shot(photo, (256, 256), FRAMES)
+    pattern = shots.write_sequence(frames, os.path.join(work, "plate"), ext="png")
+    source = shots.write_photo("tom_hanks", os.path.join(work, "src"), max_side=256)
+    return {"pattern": pattern, "source": source, "frames": frames}
+
+
+@pytest.fixture(scope="module")
+def reference(work, shot):
+    """The same render done in-process, to compare the server's EXRs with."""
+    from engine.job import ImageInput, SwapJob
+    from engine.pipeline import Engine
+
+    out = os.path.join(work, "reference")
+    Engine().run(SwapJob(sources=[ImageInput(path=shot["source"])], plate=ImageInput(path=shot["pattern"]),
+                         output_dir=out, settings=SETTINGS))
+    return out
+
+
+@pytest.fixture(scope="module")
+def engine(work):
+    client = EngineClient.start(PY, root=ROOT, allowed_output_roots=[work], render_workers=2, client_name="A")
+    yield client
+    client.close()
+    assert not [n for n in transport.list_segments() if transport.owner_pid(n) == client.info["pid"]]
+
+
+def exr_files(folder: str) -> list[str]:
+    return sorted(n for n in os.listdir(folder) if n.endswith(".exr")) if os.path.isdir(folder) else []
+
+
+def partial_files(folder: str) -> list[str]:
+    return [n for n in os.listdir(folder) if n.startswith(".") or n.endswith(".tmp")] \
+        if os.path.isdir(folder) else []
+
+
+def read_pixels(path: str) -> np.ndarray:
+    from engine.io.exr import read_exr
+
+    return read_exr(path)[0]
+
+
+def segments_of(pid: int) -> list[str]:
+    return [n for n in transport.list_segments() if transport.owner_pid(n) == pid]
+
+
+def raw_channel(client: EngineClient) -> transport.Channel:
+    info = transport.read_connection_file(client.socket_dir)
+    return transport.connect(info["address"], bytes.fromhex(info["key"]))
+
+
+def ask(ch: transport.Channel, msg: dict | bytes) -> dict:
+    ch.conn.send_bytes(msg if isinstance(msg, bytes) else json.dumps(msg).encode())
+    assert ch.poll(10), "no reply within 10 s"
+    return protocol.decode(ch.recv_bytes())
+
+
+def wait_until(cond, timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout} s")
+        time.sleep(0.05)
+
+
+# ------------------------------------------------------------------------------------------ pixel paths
+
+
+def test_4k_rgba_float_round_trips_exactly(engine):
+    rng = np.random.default_rng(7)
+    frame = rng.standard_normal((2160, 3840, 4), dtype=np.float32) * 10.0  # HDR values, negatives too
+    frame[0, 0] = [np.inf, -np.inf, 65504.0, -0.0]
+    out = engine.echo(frame)
+    assert out.dtype == np.float32 and out.shape == frame.shape
+    assert np.array_equal(out.view(np.uint32), frame.view(np.uint32))  # bit for bit
+    frame *= 0.5  # the same slots again: reused, not re-created
+    view = engine.echo(frame, copy=False)
+    assert np.array_equal(view.view(np.uint32), frame.view(np.uint32))
+    del view
+    assert len(engine.status()["slots"]["mine"]) <= 4
+
+
+def test_4k_preview_comes_back_through_shared_memory(engine, shot):
+    """A face-less 4K frame, composite output: the contract says it comes back bit for bit."""
+    y, x = np.mgrid[0:2160, 0:3840].astype(np.float32)
+    plate = np.empty((2160, 3840, 4), np.float32)
+    plate[..., 0] = x / 3840
+    plate[..., 1] = y / 2160
+    plate[..., 2] = 0.25
+    plate[..., 3] = 1.0
+    settings = {"output_mode": "composite", "detector_upsample": 0}
+    res = engine.preview(plate, [shot["source"]], 1, settings).wait(timeout=120)
+    assert res.faces == 0 and res.rgba.shape == (2160, 3840, 4) and res.rgba.dtype == np.float32
+    assert np.array_equal(res.rgba, plate)
+    for matte in res.mattes.values():
+        assert matte.shape == (2160, 3840) and not matte.any()
+
+
+def test_preview_and_analyse_with_pixel_and_file_plates(engine, shot):
+    faces = engine.analyse(shot["pattern"], 2, SETTINGS).wait(timeout=60)
+    assert len(faces) == 1
+    face = faces[0]
+    assert face["thumbnail"].shape == (96, 96, 3) and face["thumbnail"].dtype == np.uint8
+    assert len(face["landmarks"]) == 68 and len(face["embedding"]) == 128 and len(face["box"]) == 4
+    res = engine.preview(shot["frames"][0], [shot["source"]], 1, SETTINGS).wait(timeout=60)
+    assert res.faces == 1 and res.rgba.shape == (256, 256, 4)
+    assert res.rgba[..., 3].max() > 0.5 and res.mattes
+
+
+# ------------------------------------------------------------------------------------------ concurrency
+
+
+def render_events(job, timeout: float = 120) -> list[dict]:
+    return list(job.events(timeout=timeout))
+
+
+def test_two_clients_render_concurrently(engine, work, shot, reference):
+    other = EngineClient.connect(socket_dir=engine.socket_dir, client_name="B")
+    try:
+        outs = [os.path.join(work, "two_a"), os.path.join(work, "two_b")]
+        jobs = [engine.render(shot["pattern"], [shot["source"]], outs[0], SETTINGS),
+                other.render(shot["pattern"], [shot["source"]], outs[1], SETTINGS)]
+        wait_until(lambda: len([j for j in engine.status()["jobs"] if j["state"] == "running"]) == 2
+                   or all(j.done for j in jobs), 30, "both renders running")
+        for job, out in zip(jobs, outs, strict=True):
+            events = render_events(job)
+            assert events[-1]["type"] == "done", events[-1]
+            done = [e["frame"] for e in events if e["type"] == "frame_done"]
+            assert done == list(range(1, FRAMES + 1))
+            assert exr_files(out) == exr_files(reference) and not partial_files(out)
+            for name in exr_files(out):
+                assert np.array_equal(read_pixels(os.path.join(out, name)),
+                                      read_pixels(os.path.join(reference, name))), name
+    finally:
+        other.close()
+
+
+def test_cancelling_one_render_leaves_the_other_untouched(engine, work, shot, reference):
+    other = EngineClient.connect(socket_dir=engine.socket_dir, client_name="B")
+    try:
+        out_a, out_b = os.path.join(work, "cancel_a"), os.path.join(work, "cancel_b")
+        keep = engine.render(shot["pattern"], [shot["source"]], out_a, SETTINGS)
+        doomed = other.render(shot["pattern"], [shot["source"]], out_b, SETTINGS)
+        for ev in doomed.events(timeout=60):
+            if ev["type"] == "progress":  # running now
+                doomed.cancel()
+                break
+        with pytest.raises(JobCancelledError):
+            doomed.wait(timeout=60)
+        assert doomed.state == "cancelled"
+        assert keep.wait(timeout=120)["result"]["frames"] == FRAMES
+        assert exr_files(out_a) == exr_files(reference) and not partial_files(out_a)
+        for name in exr_files(out_a):
+            assert np.array_equal(read_pixels(os.path.join(out_a, name)),
+                                  read_pixels(os.path.join(reference, name))), name
+        assert len(exr_files(out_b)) < FRAMES and not partial_files(out_b)
+        for name in exr_files(out_b):  # whatever was written before the cancel is complete
+            assert read_pixels(os.path.join(out_b, name)).shape[:2] == (256, 256)
+        assert other.status()["jobs"] == [] or all(not j["mine"] for j in other.status()["jobs"])
+    finally:
+        other.close()
+
+
+# --------------------------------------------------------------------------------------------- crashes
+
+
+def test_engine_killed_mid_render(work, shot):
+    client = EngineClient.start(PY, root=ROOT, allowed_output_roots=[work])
+    try:
+        out = os.path.join(work, "killed")
+        pid = client.info["pid"]
+        # super-resolution on: slower frames, so the kill lands mid-render
+        job = client.render(shot["pattern"], [shot["source"]], out, {"super_resolution": True})
+        frame_times = []
+        for ev in job.events(timeout=60):
+            if ev["type"] == "frame_done":
+                frame_times.append(ev["seconds"])
+                break
+        # also hold a pixel slot at the moment of the crash
+        held = client.submit_echo(np.ones((64, 64, 4), np.float32))
+        held.wait(10)
+        engine_slots = segments_of(pid)
+        assert engine_slots
+        os.kill(pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        with pytest.raises(EngineDied, match="killed by signal 9"):
+            job.wait(timeout=30)
+        assert time.monotonic() - t0 < 2.0
+        with pytest.raises(EngineDied):
+            client.status()
+        assert not partial_files(out)
+        for name in exr_files(out):
+            read_pixels(os.path.join(out, name))  # every frame that exists is complete
+        assert segments_of(pid) == []
+
+        client.restart()
+        assert client.info["pid"] != pid
+        again = client.render(shot["pattern"], [shot["source"]], os.path.join(work, "after_restart"), SETTINGS,
+                              frame_start=1, frame_end=2)
+        assert again.wait(timeout=120)["result"]["frames"] == 2
+        assert exr_files(os.path.join(work, "after_restart")) == ["facefusion.0001.exr", "facefusion.0002.exr"]
+    finally:
+        client.close()
+
+
+CLIENT_SCRIPT = textwrap.dedent("""
+    import sys, time, numpy as np
+    from engine.client import EngineClient
+    c = EngineClient.connect(socket_dir=sys.argv[1], client_name="victim")
+    job = c.render(np.ones((64, 64, 4), np.float32), [sys.argv[2]], sys.argv[3], {"super_resolution": False})
+    prev = c.preview(sys.argv[4], [sys.argv[2]], 1, {"super_resolution": False})
+    print("ready", flush=True)
+    time.sleep(60)
+""")
+
+
+def test_client_killed_mid_job_frees_its_slots(engine, work, shot):
+    before = set(transport.list_segments())
+    proc = subprocess.Popen([PY, "-c", CLIENT_SCRIPT, engine.socket_dir, shot["source"],
+                             os.path.join(work, "victim"), shot["pattern"]],
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        theirs = set(transport.list_segments()) - before
+        assert theirs  # the pixel plate's slot (and maybe a result slot)
+        proc.kill()
+        proc.wait(10)
+        wait_until(lambda: not (set(transport.list_segments()) & theirs), 10, "the victim's slots unlinked")
+        wait_until(lambda: engine.status()["clients"] == 1 and not [j for j in engine.status()["jobs"]
+                                                                    if not j["mine"]], 30, "victim's jobs gone")
+        assert np.array_equal(engine.echo(np.full((8, 8, 4), 2.0, np.float32)), np.full((8, 8, 4), 2.0))
+    finally:
+        proc.kill()
+
+
+STARTER_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from engine.client import EngineClient
+    c = EngineClient.start(sys.executable)
+    c.echo(__import__("numpy").zeros((16, 16, 4), "float32"))
+    print(c.info["pid"], flush=True)
+    time.sleep(60)
+""")
+
+
+def test_engine_exits_when_its_starter_dies():
+    proc = subprocess.Popen([PY, "-c", STARTER_SCRIPT], cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(proc.stdout.readline())
+        assert transport.pid_alive(pid) and segments_of(pid)
+        proc.kill()
+        proc.wait(10)
+        wait_until(lambda: not transport.pid_alive(pid), 5, "the orphaned engine to exit")
+        wait_until(lambda: not segments_of(pid), 5, "its segments to be unlinked")
+    finally:
+        proc.kill()
+
+
+def test_standalone_engine_idle_timeout(tmp_path):
+    sdir = tempfile.mkdtemp(prefix="ffe-idle-")
+    proc = subprocess.Popen([PY, "-m", "engine.server", "--socket-dir", sdir, "--idle-timeout", "1"],
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(proc.stdout.readline())["event"] == "ready"
+        with EngineClient.connect(socket_dir=sdir) as c:
+            assert c.ping() < 1.0
+            assert c.process is None  # connected, not started: close() leaves the engine running
+        assert proc.poll() is None
+        assert proc.wait(timeout=10) == 0
+        assert not os.path.exists(os.path.join(sdir, transport.CONNECTION_FILE))
+    finally:
+        proc.kill()
+
+
+# -------------------------------------------------------------------------------------- bad requests
+
+
+def test_unauthenticated_connections_are_refused(engine):
+    with pytest.raises(AuthenticationError):
+        transport.connect(engine.address, b"not the key")
+    import socket
+
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(engine.address)
+    s.sendall(b"\x00\x00\x00\x05hello")  # not an HMAC answer
+    s.settimeout(10)
+    while s.recv(4096):
+        pass  # the engine hangs up
+    s.close()
+    assert engine.ping() < 1.0
+
+
+def test_every_bad_request_gets_its_error_reply(engine, work):
+    ch = raw_channel(engine)
+    try:
+        def req(op, i, **f):
+            return {"v": PROTOCOL_VERSION, "id": i, "op": op, **f}
+
+        r = ask(ch, req("status", 1))
+        assert not r["ok"] and "hello" in r["error"]
+        assert ask(ch, req("hello", 2, protocol=PROTOCOL_VERSION))["ok"]
+        slot = ask(ch, req("slot_alloc", 3, nbytes=1024))["result"]
+        img = {"slot": slot["slot"], "gen": slot["gen"], "shape": [8, 8, 4], "dtype": "float32"}
+        good_plate = {"path": os.path.join(work, "plate", "plate.####.png")}
+        cases = [
+            (b"{this is not json", 0, "malformed JSON"),
+            (req("teleport", 10), 10, "unknown op 'teleport'"),
+            ({**req("ping", 11), "v": PROTOCOL_VERSION + 1}, 11, "protocol version mismatch"),
+            (req("echo", 12, image={**img, "slot": "ffe_1_abcd_77"}), 12, "unknown slot 'ffe_1_abcd_77'"),
+            (req("echo", 13, image={**img, "shape": [100, 100, 4]}), 13,
+             "needs 160000 bytes but slot"),
+            (req("echo", 14, image={**img, "shape": [1, 40000, 4]}), 14, "absurd image size"),
+            (req("slot_alloc", 15, nbytes=1 << 50), 15, "absurd slot size"),
+            (req("echo", 16, image={**img, "gen": slot["gen"] + 5}), 16, "stale"),
+            (req("render", 17, plate=good_plate, sources=[], output_dir="/etc/facefusion"), 17,
+             "outside the allowed output root"),
+            (req("render", 18, plate=good_plate, sources=[], output_dir=os.path.join(work, "..", "..", "x")), 18,
+             "outside the allowed output root"),
+            (req("render", 19, plate=good_plate, sources=[], output_dir="relative/dir"), 19, "absolute path"),
+            (req("render", 20, plate=good_plate, sources=[], output_dir=os.path.join(work, "o"),
+                 settings={"warp_drive": 1}), 20, "unknown setting"),
+            (req("preview", 21, plate=good_plate, sources=[], frame=1, settings={"colour_strength": 9}), 21,
+             "at most 1.0"),
+            (req("cancel", 22, job=999999), 22, "unknown job 999999"),
+            (req("slot_free", 23, slot="ffe_1_abcd_77"), 23, "unknown slot"),
+            (req("echo", 24, image=img, out_slot="ffe_1_abcd_78"), 24, "unknown slot"),
+            (b"\x00" * 100, 0, "malformed JSON"),
+        ]
+        for msg, rid, problem in cases:
+            r = ask(ch, msg)
+            assert r["kind"] == "reply" and r["ok"] is False and r["id"] == rid, (msg, r)
+            assert problem in r["error"], (problem, r["error"])
+        # the same connection still works, and the slot was not marked busy by the refused requests
+        assert ask(ch, req("slot_free", 30, slot=slot["slot"]))["ok"]
+        assert ask(ch, req("ping", 31))["ok"]
+        # a message over the control limit: error reply, that connection closed, the engine serves on
+        # (the engine hangs up without reading the body, so the send itself may break off)
+        try:
+            ch.conn.send_bytes(b" " * (protocol.MAX_MESSAGE_BYTES + 10))
+            assert ch.poll(10)
+            r = protocol.decode(ch.recv_bytes())
+            assert not r["ok"] and "connection error" in r["error"]
+        except (BrokenPipeError, ConnectionResetError, EOFError):
+            pass
+    finally:
+        ch.close()
+    assert engine.ping() < 1.0
+
+
+def test_protocol_mismatch_is_refused_clearly(engine):
+    ch = raw_channel(engine)
+    try:
+        r = ask(ch, {"v": PROTOCOL_VERSION, "id": 1, "op": "hello", "protocol": PROTOCOL_VERSION + 1})
+        assert not r["ok"] and "protocol version mismatch" in r["error"] and "install matching" in r["error"]
+        assert ch.poll(5)
+        with pytest.raises(EOFError):
+            ch.recv_bytes()  # refused: the engine hung up
+    finally:
+        ch.close()
+    assert issubclass(ProtocolMismatch, Exception) and engine.ping() < 1.0
+
+
+def test_client_refusal_raises_request_error(engine, work, shot):
+    with pytest.raises(RequestError, match="outside the allowed output root"):
+        engine.render(shot["pattern"], [shot["source"]], "/var/tmp/ff-not-allowed", SETTINGS)
+    job = engine.render(os.path.join(work, "missing.####.png"), [shot["source"]], os.path.join(work, "m"), SETTINGS)
+    with pytest.raises(Exception, match="failed"):
+        job.wait(timeout=60)
+
+
+def test_fuzzing_the_live_server(engine):
+    """Random and mutated messages: every one gets a reply, the engine never stops serving."""
+    rng = random.Random(3)
+    good = json.dumps({"v": PROTOCOL_VERSION, "id": 5, "op": "ping"}).encode()
+    ch = raw_channel(engine)
+    try:
+        assert ask(ch, {"v": PROTOCOL_VERSION, "id": 1, "op": "hello", "protocol": PROTOCOL_VERSION})["ok"]
+        for i in range(300):
+            if i % 3 == 0:
+                msg = bytes(rng.randrange(256) for _ in range(rng.randrange(64)))
+            else:
+                b = bytearray(good)
+                for _ in range(rng.randrange(1, 4)):
+                    b[rng.randrange(len(b))] = rng.randrange(32, 127)
+                msg = bytes(b)
+            r = ask(ch, msg)
+            assert r["kind"] == "reply" and (r["ok"] or r["error"])
+    finally:
+        ch.close()
+    assert engine.ping() < 1.0
