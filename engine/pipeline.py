@@ -67,6 +67,7 @@ class Engine:
         self._recognizer: DlibRecognizer | None = None
         self._sources: dict[str, SourceIdentity] = {}
         self._upscalers: dict[int, Any] = {}
+        self._textures: dict[tuple[str, bool, int], SourceTexture] = {}
 
     # ---- analysis -----------------------------------------------------------------------------------------
     def _models(self) -> tuple[DlibDetector, DlibLandmarker, DlibRecognizer]:
@@ -98,6 +99,16 @@ class Engine:
                 warn({"type": "warning", "frame": None, "message": msg})
             return self._sources[key]
 
+    def texture(self, identity: SourceIdentity, settings: dict[str, Any]) -> SourceTexture:
+        """The source texture (and its super-resolved versions), shared by every job with the same source."""
+        key = (identity.digest, settings["super_resolution"], settings["sr_denoise"])
+        with self._lock:
+            if key not in self._textures:
+                denoise = settings["sr_denoise"]
+                factory = (lambda: self._upscaler(denoise)) if settings["super_resolution"] else None
+                self._textures[key] = SourceTexture(identity.best, factory)
+            return self._textures[key]
+
     def _upscaler(self, denoise: int):
         from engine.stages.enhance_waifu2x import Waifu2xUpscaler
 
@@ -127,7 +138,7 @@ class Engine:
             plate.close()
         seconds = time.perf_counter() - t_start
         summary = {"type": "done", "frames": written, "seconds": round(seconds, 3), "output_dir": out_dir,
-                   "models": _models_used(settings, shot.texture)}
+                   "models": _models_used(settings, shot.sr_steps)}
         on_event(summary)
         return summary
 
@@ -179,8 +190,8 @@ class _Shot:
         self.identity = identity
         self.emit = on_event
         self.cancel = cancel
-        factory = (lambda: engine._upscaler(settings["sr_denoise"])) if settings["super_resolution"] else None
-        self.texture = SourceTexture(identity.best, factory)
+        self.texture = engine.texture(identity, settings)
+        self.sr_steps: set[int] = set()  # super-resolution steps this job used, for provenance
         self.swapper = GeometricSwapper(self.texture.get, keep_eyes_mouth=settings["keep_eyes_mouth"])
         self.selected: dict[int, list[Face]] = {}
         self.radius = settings["temporal_smoothing"]
@@ -267,6 +278,7 @@ class _Shot:
             if face.landmarks68 is None:
                 continue
             size = crop_size_for(face.size)
+            self.sr_steps.add(self.texture.steps_for(face.size))
             m = crop_matrix(face.kps5, FFHQ_TEMPLATE, size)
             target = warp_crop(srgb, m, size)
             lm = transform_points(m, face.landmarks68)
@@ -358,7 +370,7 @@ class _Shot:
             "Software": f"Face Fusion engine {__version__}",
             "facefusion:engine_version": __version__,
             "facefusion:settings": schema.canonical_json(self.s),
-            "facefusion:models": json.dumps(_models_used(self.s, self.texture)),
+            "facefusion:models": json.dumps(_models_used(self.s, self.sr_steps)),
             "facefusion:source_identity": self.identity.digest,
             "facefusion:plate": self.plate.describe(),
             "facefusion:frame": str(p.frame),
@@ -367,11 +379,11 @@ class _Shot:
         }
 
 
-def _models_used(settings: dict[str, Any], texture: SourceTexture | None) -> list[str]:
+def _models_used(settings: dict[str, Any], sr_steps: set[int]) -> list[str]:
     used = ["dlib_hog", "dlib_68", f"swapper:{settings['swapper']}"]
     if settings["face_selector"] == "reference":
         used.append("dlib_resnet")
-    if settings["super_resolution"] and texture is not None and any(s > 0 for s in texture.steps_used):
+    if settings["super_resolution"] and any(s > 0 for s in sr_steps):
         used.append(f"waifu2x_upconv_7:denoise{settings['sr_denoise']}")
     return used
 

@@ -69,7 +69,6 @@ class SourceTexture:
         self.max_steps = max_steps
         self._scaled: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._crops: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-        self.steps_used: set[int] = set()
 
     def steps_for(self, target_face_size: float) -> int:
         if self._factory is None:
@@ -111,5 +110,4 @@ class SourceTexture:
             img, lm, kp = self._image(steps)
             m = crop_matrix(kp, FFHQ_TEMPLATE, size)
             self._crops[key] = (warp_crop(img, m, size), face_mesh.with_forehead(transform_points(m, lm)))
-            self.steps_used.add(steps)
         return self._crops[key]

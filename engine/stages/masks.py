@@ -11,6 +11,13 @@ import numpy as np
 from engine.stages import face_mesh
 
 
+def erode_mask(mask: np.ndarray, radius: float) -> np.ndarray:
+    """Round erosion by ``radius`` pixels via a distance transform: cost independent of the radius."""
+    inside = (mask > 0.5).astype(np.uint8)
+    dist = cv2.distanceTransform(np.pad(inside, 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)[1:-1, 1:-1]
+    return (dist > radius).astype(np.float32)
+
+
 def face_matte(pts78: np.ndarray, size: int, erode: float, feather: float) -> np.ndarray:
     """float32 (size, size) in [0, 1]. ``erode`` and ``feather`` are fractions of the face size."""
     scale = face_mesh.face_scale(pts78)
@@ -18,8 +25,7 @@ def face_matte(pts78: np.ndarray, size: int, erode: float, feather: float) -> np
     feather_px = feather * scale
     shrink = erode * scale + feather_px / 2.0
     if shrink >= 1:
-        k = int(2 * round(shrink) + 1)
-        mask = cv2.erode(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+        mask = erode_mask(mask, shrink)
     if feather_px >= 1:
         mask = cv2.GaussianBlur(mask, (0, 0), feather_px / 4.0)
         # Snap the far tail of the Gaussian to exactly 0 (it never reaches 0 analytically): pixels outside the
@@ -32,8 +38,7 @@ def skin_matte(pts78: np.ndarray, lm68: np.ndarray, size: int) -> np.ndarray:
     """Skin only (outline minus eyes, brows and mouth), shrunk: where colour statistics are measured."""
     scale = face_mesh.face_scale(pts78)
     mask = face_mesh.hull_mask(pts78, size)
-    k = int(2 * round(0.06 * scale) + 1)
-    mask = cv2.erode(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    mask = erode_mask(mask, 0.06 * scale)
     features = face_mesh.feature_mask(
         lm68, size, [face_mesh.LEFT_EYE, face_mesh.RIGHT_EYE, face_mesh.OUTER_MOUTH, face_mesh.BROWS[:5],
                      face_mesh.BROWS[5:]], 0.05 * scale)

@@ -1,0 +1,55 @@
+"""Frames per second of the embedded default at 1920x1080, one face and six faces. Records, never asserts.
+
+Usage: .venv/bin/python bench/throughput.py [--frames N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from engine import shots  # noqa: E402
+from engine.job import ImageInput, SwapJob  # noqa: E402
+from engine.pipeline import Engine  # noqa: E402
+
+
+def measure(name: str, photo, n: int, tmp: str, settings: dict) -> tuple[float, int]:
+    frames, _ = shots.render_shot(photo, (1920, 1080), n, shots.CameraMove(pan=(10, 5), zoom=(1.0, 1.03)))
+    pattern = shots.write_sequence(frames, os.path.join(tmp, name))
+    source = shots.write_photo("astronaut", tmp)
+    engine = Engine()
+    job = SwapJob(sources=[ImageInput(path=source)], plate=ImageInput(path=pattern),
+                  output_dir=os.path.join(tmp, name + "_out"), settings=settings)
+    engine.source_identity(job.sources, lambda e: None)  # warm: source analysis is cached per session
+    faces = []
+    t = time.perf_counter()
+    engine.run(job, lambda e: faces.append(e["faces"]) if e["type"] == "frame_done" else None)
+    dt = time.perf_counter() - t
+    return n / dt, max(faces)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--frames", type=int, default=6)
+    args = ap.parse_args()
+    t1 = shots.load_photo_linear("t1")
+    cases = {
+        "one face (close-up)": t1[230:480, 380:824],
+        "six faces (t1.jpg)": t1,
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, photo in cases.items():
+            for upsample in (0, 1):
+                fps, faces = measure(f"c{upsample}{len(label)}", photo, args.frames, tmp,
+                                     {"detector_upsample": upsample})
+                print(f"| {label} | {faces} | detector_upsample={upsample} | {fps:.2f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
