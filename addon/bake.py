@@ -8,12 +8,13 @@ client is polled on the main thread.
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import plates, session, targets
+from . import compat, plates, prefs, session, targets
 from .props import settings_dict
 
 
@@ -28,7 +29,9 @@ class TargetBake:
     folder: str
     key: str
     request: dict[str, Any]
-    job: int | None = None
+    job: Any = None
+    engine_frames: list[int] = field(default_factory=list)  # frames the engine has to make
+    to_copy: list[int] = field(default_factory=list)  # engine files still to copy for Blender < 5.0
     done: set[int] = field(default_factory=set)
     finished: bool = False
     error: str = ""
@@ -69,12 +72,16 @@ class BakeRun:
             return
         try:
             if item.job is None:
-                if not item.frames:
+                if not item.engine_frames:  # everything is on disk already, maybe only to be copied
+                    item.to_copy = [f for f in item.frames if f not in item.done]
+                    self._flush_copies(item)
+                    item.done.update(item.frames)
                     item.finished = True
                     return
                 item.job = session.get(os.path.dirname(item.folder)).submit_render(item.request)
             for event in session.get().events(item.job, timeout):
                 self._handle(item, event)
+            self._flush_copies(item)
         except session.EngineDied as exc:
             frame = min(set(item.frames) - item.done, default=None)
             item.error = (f"Face Fusion {item.target.label}: the engine stopped while baking"
@@ -97,12 +104,17 @@ class BakeRun:
         kind = event.get("type")
         if kind == "frame_done":
             frame = int(event.get("frame", -1))
-            item.done.add(frame)
-            if self.on_frame is not None:
-                self.on_frame(item, frame)
+            if compat.READS_MATTE_LAYERS:
+                item.done.add(frame)
+                if self.on_frame is not None:
+                    self.on_frame(item, frame)
+            else:
+                item.to_copy.append(frame)
         elif kind == "warning":
             self.warnings.append(f"{item.target.label}: {event.get('message', '')}")
         elif kind == "done":
+            item.to_copy += [f for f in item.frames if f not in item.done and f not in item.to_copy]
+            self._flush_copies(item)
             item.finished = True
             missing = item.target.missing(item.frames, item.key)
             if missing:
@@ -117,6 +129,27 @@ class BakeRun:
         elif kind == "cancelled":
             item.finished = True
             item.error = f"Face Fusion {item.target.label}: cancelled"
+
+    def _flush_copies(self, item: TargetBake) -> None:
+        """RGBA-only copies of new frames for Blender versions that cannot read the engine's matte layers."""
+        frames = [f for f in item.to_copy
+                  if os.path.isfile(os.path.join(item.folder, targets.output_name(f)))]
+        item.to_copy = []
+        if not frames:
+            return
+        python = prefs.find_engine_python(prefs.get_prefs())
+        _, shown = item.target.display_dir(item.key)
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rgba_copy.py")
+        proc = subprocess.run([python, script, item.folder, shown, *map(str, frames)], capture_output=True,
+                              text=True)
+        if proc.returncode != 0:
+            item.error = (f"Face Fusion {item.target.label}: copying frame {frames[0]} for this Blender "
+                          f"version failed: {proc.stderr.strip()[-300:]}")
+            return
+        for f in frames:
+            item.done.add(f)
+            if self.on_frame is not None:
+                self.on_frame(item, f)
 
     def cancel(self) -> None:
         """Ask the engine to stop; the engine removes the frame in progress (no partial file)."""
@@ -146,10 +179,12 @@ def plan(target: targets.Target, frame_start: int | None = None, frame_end: int 
     start = scene.frame_start if frame_start is None else frame_start
     end = scene.frame_end if frame_end is None else frame_end
     needed = target.needed(start, end, media)
-    missing = target.missing(needed, key)
+    missing = target.missing(needed, key)  # what Blender cannot show yet
+    engine_missing = target.missing(missing, key, engine_files=True)  # what the engine has to make
     _, folder = target.output_dir(key)
     request: dict[str, Any] = {}
-    if missing:
+    if engine_missing:
+        missing_range = engine_missing
         os.makedirs(folder, exist_ok=True)
         session.get(os.path.dirname(folder))  # an engine allowed to write there (pixel sources need it too)
         request = {
@@ -157,12 +192,12 @@ def plan(target: targets.Target, frame_start: int | None = None, frame_end: int 
             "sources": targets.source_specs(target.settings),
             "settings": settings_dict(target.settings),
             "output_dir": folder,
-            "frame_start": min(missing),
-            "frame_end": max(missing),
+            "frame_start": min(missing_range),
+            "frame_end": max(missing_range),
             "skip_existing": True,  # frames already in the folder are never recomputed
             "file_prefix": targets.FILE_PREFIX,
         }
-    return TargetBake(target, missing, folder, key, request)
+    return TargetBake(target, missing, folder, key, request, engine_frames=engine_missing)
 
 
 def start(items: list[TargetBake], on_frame: Callable[[TargetBake, int], None] | None = None) -> BakeRun:

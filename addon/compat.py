@@ -14,6 +14,10 @@ import bpy
 
 VERSION: tuple[int, int, int] = tuple(bpy.app.version)  # type: ignore[assignment]
 
+# Blender 5.0 reads the engine's EXR (RGBA plus <Layer>.A mattes) in strips and image nodes; 4.2 refuses it
+# (checked with the bpy modules). Older versions are given RGBA-only copies (see rgba_copy.py).
+READS_MATTE_LAYERS: bool = VERSION >= (5, 0, 0)
+
 StripType: Any = getattr(bpy.types, "Strip", None) or bpy.types.Sequence
 
 
@@ -43,7 +47,7 @@ def selected_strips(context: Any) -> list:
     sel = getattr(context, "selected_strips", None)
     if sel is None:
         sel = getattr(context, "selected_sequences", None)
-    if sel is None:  # no Sequencer area (scripts, -b): read the flags
+    if not sel:  # no Sequencer area (scripts, -b; 4.x gives an empty list there): read the flags
         coll = strips(sequencer_scene(context))
         sel = [s for s in coll if s.select] if coll is not None else []
     return list(sel)

@@ -82,6 +82,21 @@ def get_prefs(context: Any = None) -> Any:
     return addon.preferences if addon is not None and addon.preferences is not None else _Defaults()
 
 
+def _blend_relative_option() -> dict:
+    """'//' (relative to the .blend) is the cache folder's point; preferences must be told they may hold it."""
+    probe = type("FaceFusionPathProbe", (bpy.types.PropertyGroup,), {
+        "__annotations__": {"p": bpy.props.StringProperty(options={"PATH_SUPPORTS_BLEND_RELATIVE"})}})
+    try:
+        bpy.utils.register_class(probe)
+    except (TypeError, ValueError, RuntimeError):
+        return {}  # older Blender (4.2) accepts '//' silently
+    bpy.utils.unregister_class(probe)
+    return {"options": {"PATH_SUPPORTS_BLEND_RELATIVE"}}
+
+
+_BLEND_RELATIVE = _blend_relative_option()
+
+
 class FaceFusionPreferences(bpy.types.AddonPreferences):
     bl_idname = ADDON_PACKAGE
 
@@ -95,7 +110,7 @@ class FaceFusionPreferences(bpy.types.AddonPreferences):
         name="Start Automatically", default=True,
         description="Start the engine when a bake, preview or render needs it")
     cache_dir: bpy.props.StringProperty(
-        name="Cache Folder", subtype="DIR_PATH", default=DEFAULT_CACHE,
+        name="Cache Folder", subtype="DIR_PATH", default=DEFAULT_CACHE, **_BLEND_RELATIVE,
         description="Where baked frames go; '//' is the .blend's folder, so farms and asset tracers see them")
     models_dir: bpy.props.StringProperty(
         name="Models Folder", subtype="DIR_PATH",

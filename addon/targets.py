@@ -19,6 +19,7 @@ from .engine_link import cachekey_module
 from .props import settings_dict
 
 FILE_PREFIX = "facefusion"
+RGBA_SUBDIR = "rgba"
 NODE_IDNAME = "CompositorNodeFaceFusion"
 
 
@@ -179,8 +180,16 @@ class Target:
         stored = root.rstrip("/\\") + "/" + key + "/"
         return stored, os.path.abspath(bpy.path.abspath(stored))
 
-    def missing(self, frames: list[int], key: str | None = None) -> list[int]:
-        _, folder = self.output_dir(key)
+    def display_dir(self, key: str | None = None) -> tuple[str, str]:
+        """The folder Blender reads: the engine's own files, or their RGBA-only copies (Blender < 5.0)."""
+        stored, absolute = self.output_dir(key)
+        if compat.READS_MATTE_LAYERS:
+            return stored, absolute
+        return stored + RGBA_SUBDIR + "/", os.path.join(absolute, RGBA_SUBDIR)
+
+    def missing(self, frames: list[int], key: str | None = None, *, engine_files: bool = False) -> list[int]:
+        """Frames whose file Blender reads (or, with ``engine_files``, the engine's file) does not exist."""
+        _, folder = self.output_dir(key) if engine_files else self.display_dir(key)
         return [n for n in frames if not os.path.isfile(os.path.join(folder, output_name(n)))]
 
 
@@ -245,7 +254,8 @@ def retarget(target: Target) -> str:
     key = target.cache_key(media, sources)
     if settings.last_error != error:
         settings.last_error = error
-    stored, absolute = target.output_dir(key)
+    stored, _ = target.output_dir(key)
+    shown, _ = target.display_dir(key)
     if settings.cache_key != key:
         settings.cache_key = key
     if settings.cache_dir != stored:
@@ -253,11 +263,11 @@ def retarget(target: Target) -> str:
     if target.kind == "strip":
         from . import sequencer
 
-        sequencer.point_strip(target.owner, stored, media)
+        sequencer.point_strip(target.owner, shown, media)
     else:
         from . import node
 
-        node.point_node(target.owner, stored, media)
+        node.point_node(target.owner, shown, media)
     return key
 
 

@@ -7,7 +7,6 @@ import sys
 import zipfile
 
 import pytest
-
 from conftest import ADDON, ROOT
 
 bpy = pytest.importorskip("bpy")
