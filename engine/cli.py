@@ -75,6 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--source-colorspace", default="auto", help="colour space of the source photos [auto]")
     sw.add_argument("--skip-existing", action="store_true", help="do not recompute frames whose EXR exists")
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
+    sw.add_argument("--providers", default="auto",
+                    help="execution providers for neural models: auto (TensorRT, CUDA, CPU as available), cpu, cuda, "
+                         "tensorrt, or a comma list; a GPU provider asked for and not loaded is an error [auto]")
+    sw.add_argument("--models-dir", default=None, help="models folder (default: $FACE_FUSION_MODELS_DIR or the "
+                                                       "per-user data folder)")
     add_settings_options(sw)
 
     dm = sub.add_parser("demo", help="build a shot from real photos, swap it, write EXRs and a contact sheet")
@@ -132,7 +137,7 @@ def _swap(args: argparse.Namespace) -> int:
         skip_existing=args.skip_existing,
     )
     printer = ProgressPrinter(quiet=args.quiet)
-    summary = Engine().run(job, printer)
+    summary = Engine(models_dir=args.models_dir, providers=args.providers).run(job, printer)
     printer.close()
     print(f"wrote {summary['frames']} frame(s) to {summary['output_dir']} in {summary['seconds']:.1f} s")
     return 0

@@ -58,9 +58,12 @@ class _Pending:
 
 
 class Engine:
-    def __init__(self, *, models_dir: str | None = None, device: str = "cpu") -> None:
+    def __init__(self, *, models_dir: str | None = None, providers: str = "auto", device: str | None = None) -> None:
+        """``providers``: execution providers for neural models (auto, cpu, cuda, tensorrt, or a list);
+        ``device`` is the add-on's name for the same choice and wins when given."""
         self.models_dir = models_dir
-        self.device = device
+        self.providers = device or providers
+        self._runtime = None
         self._lock = threading.RLock()  # dlib models are not safe to share between threads
         self._detector: DlibDetector | None = None
         self._landmarker: DlibLandmarker | None = None
@@ -108,6 +111,15 @@ class Engine:
                 factory = (lambda: self._upscaler(denoise)) if settings["super_resolution"] else None
                 self._textures[key] = SourceTexture(identity.best, factory)
             return self._textures[key]
+
+    def runtime(self):
+        """onnxruntime sessions of the neural models, shared by every job of this engine."""
+        from engine.runtime import Runtime
+
+        with self._lock:
+            if self._runtime is None:
+                self._runtime = Runtime(providers_spec=self.providers, models_dir=self.models_dir)
+            return self._runtime
 
     def _upscaler(self, denoise: int):
         from engine.stages.enhance_waifu2x import Waifu2xUpscaler
@@ -192,7 +204,15 @@ class _Shot:
         self.cancel = cancel
         self.texture = engine.texture(identity, settings)
         self.sr_steps: set[int] = set()  # super-resolution steps this job used, for provenance
-        self.swapper = GeometricSwapper(self.texture.get, keep_eyes_mouth=settings["keep_eyes_mouth"])
+        if settings["swapper"] == "geometric":
+            self.swapper = GeometricSwapper(self.texture.get, keep_eyes_mouth=settings["keep_eyes_mouth"])
+        else:
+            from engine.stages import registry
+
+            runtime = engine.runtime()
+            self.swapper = registry.create("swap", settings["swapper"], runtime)
+            for report in runtime.reports():  # say what each model really runs on, never a silent fallback
+                on_event({"type": "provider", **report.to_dict()})
         self.selected: dict[int, list[Face]] = {}
         self.radius = settings["temporal_smoothing"]
 
@@ -277,9 +297,9 @@ class _Shot:
         for face in self.selected.get(f, []):
             if face.landmarks68 is None:
                 continue
-            size = crop_size_for(face.size)
+            size = self.swapper.size or crop_size_for(face.size)  # 0: the geometric swapper takes any size
             self.sr_steps.add(self.texture.steps_for(face.size))
-            m = crop_matrix(face.kps5, FFHQ_TEMPLATE, size)
+            m = crop_matrix(face.kps5, self.swapper.template, size)
             target = warp_crop(srgb, m, size)
             lm = transform_points(m, face.landmarks68)
             batch = SwapInput(crops=target[None], landmarks=[lm], matrices=m[None],

@@ -15,7 +15,12 @@ class ProgressPrinter:
 
     def __call__(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
-        if kind == "warning":
+        if kind == "provider":
+            self._end_line()
+            warn = f" WARNING: {'; '.join(event['warnings'])}" if event.get("warnings") else ""
+            print(f"model {event['model']} runs on {event['provider']} ({event['precision']}){warn}",
+                  file=self.stream)
+        elif kind == "warning":
             self._end_line()
             print(f"warning: {event['message']}", file=self.stream)
         elif kind == "progress" and not self.quiet:

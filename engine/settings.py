@@ -86,6 +86,18 @@ SWAPPER_CHOICES: tuple[tuple[str, str], ...] = (
     ("geometric", "Built-in landmark mesh warp of the source face (CPU, no download)"),
 )
 
+
+def _neural_swappers() -> tuple[tuple[str, str], ...]:
+    """Neural swappers from the model catalogue (models/catalogue.json, read with the standard library)."""
+    try:
+        from engine.models.catalogue import swapper_choices
+    except ImportError:
+        return ()
+    return swapper_choices()
+
+
+SWAPPER_CHOICES = SWAPPER_CHOICES + _neural_swappers()
+
 SCHEMA: tuple[Setting, ...] = (
     Setting("face_selector", "enum", "all", "Faces", "Which faces in the plate are replaced", "faces",
             choices=SELECTOR_CHOICES),
