@@ -392,8 +392,13 @@ class EngineClient:
                 raise EngineStartError(f"the engine did not start within {opts['start_timeout']:g} s"
                                        f"{self._log_hint()}")
         if not ready:
-            self._kill_process()
-            raise EngineStartError(f"the engine closed its output without saying it was ready{self._log_hint()}")
+            try:
+                code = proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._kill_process()
+                raise EngineStartError("the engine closed its output without saying it was ready"
+                                       f"{self._log_hint()}") from None
+            raise EngineStartError(f"the engine exited during start-up with code {code}{self._log_hint()}")
         self._open(ready[0]["address"], key)
 
     def _log_hint(self) -> str:
@@ -413,9 +418,9 @@ class EngineClient:
         try:
             self.info = self._request("hello", timeout=30.0, protocol=PROTOCOL_VERSION, client=self.client_name,
                                       pid=os.getpid(), engine_version=__version__)
-        except RequestError as exc:
+        except (RequestError, EngineDied) as exc:
             self._close_channel()
-            if "protocol version" in str(exc):
+            if "protocol version mismatch" in str(exc):  # refused by the engine, or the engine is other
                 raise ProtocolMismatch(str(exc)) from None
             raise
 

@@ -223,7 +223,7 @@ class Server:
         for client in clients:
             client.send(protocol.notice("shutdown", f"engine is shutting down: {self.stop_reason}"))
             client.close()
-        deadline = time.monotonic() + 3.0
+        deadline = time.monotonic() + 10.0  # a frame in flight finishes or sees the cancel; no partial file
         while time.monotonic() < deadline:
             with self.lock:
                 if not any(j.state == "running" for j in self.jobs.values()):

@@ -432,3 +432,14 @@ def test_fuzzing_the_live_server(engine):
     finally:
         ch.close()
     assert engine.ping() < 1.0
+
+
+def test_start_failures_are_explained(tmp_path):
+    from engine.client import EngineStartError
+
+    with pytest.raises(EngineStartError, match="cannot run the engine's Python"):
+        EngineClient.start(str(tmp_path / "no-python"))
+    log = str(tmp_path / "engine.log")
+    with pytest.raises(EngineStartError, match="exited during start-up") as info:
+        EngineClient.start(PY, root=str(tmp_path), log_path=log)  # no engine/ package there
+    assert log in str(info.value) and "No module named engine" in open(log).read()
