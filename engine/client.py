@@ -71,6 +71,7 @@ import collections
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -458,6 +459,8 @@ class EngineClient:
                 self._kill_process()
             self._cleanup_dead_engine()
             self.process = None
+            if self.socket_dir:  # the private directory made for this engine
+                shutil.rmtree(self.socket_dir, ignore_errors=True)
         self._release_slots()
         _LIVE_CLIENTS.discard(self)
 

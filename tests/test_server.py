@@ -214,16 +214,12 @@ def test_engine_killed_mid_render(work, shot):
         pid = client.info["pid"]
         # super-resolution on: slower frames, so the kill lands mid-render
         job = client.render(shot["pattern"], [shot["source"]], out, {"super_resolution": True})
-        frame_times = []
         for ev in job.events(timeout=60):
             if ev["type"] == "frame_done":
-                frame_times.append(ev["seconds"])
                 break
         # also hold a pixel slot at the moment of the crash
-        held = client.submit_echo(np.ones((64, 64, 4), np.float32))
-        held.wait(10)
-        engine_slots = segments_of(pid)
-        assert engine_slots
+        client.echo(np.ones((64, 64, 4), np.float32))
+        assert segments_of(pid)
         os.kill(pid, signal.SIGKILL)
         t0 = time.monotonic()
         with pytest.raises(EngineDied, match="killed by signal 9"):
@@ -443,3 +439,26 @@ def test_start_failures_are_explained(tmp_path):
     with pytest.raises(EngineStartError, match="exited during start-up") as info:
         EngineClient.start(PY, root=str(tmp_path), log_path=log)  # no engine/ package there
     assert log in str(info.value) and "No module named engine" in open(log).read()
+
+
+BLENDER_PYTHON = os.path.join(ROOT, ".venv-bpy-4.2", "bin", "python")
+BLENDER_SIDE = textwrap.dedent("""
+    import sys, numpy as np
+    import multiprocessing.resource_tracker as rt
+    from engine.client import EngineClient
+    assert np.__version__ < "2", np.__version__
+    c = EngineClient.start(sys.argv[1])
+    a = np.random.rand(270, 480, 4).astype(np.float32)
+    assert np.array_equal(c.echo(a), a)
+    assert rt._resource_tracker._pid is None, "the client must never start a resource tracker"
+    assert not sys.modules.keys() & {"cv2", "onnxruntime", "OpenImageIO", "dlib"}
+    c.close()
+    print("ok")
+""")
+
+
+@pytest.mark.skipif(not os.path.exists(BLENDER_PYTHON), reason="no Blender-side venv (make test-blender makes one)")
+def test_client_runs_in_blenders_python_with_numpy_1():
+    out = subprocess.run([BLENDER_PYTHON, "-c", BLENDER_SIDE, PY], cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
