@@ -6,8 +6,9 @@ data here beyond reading it). ``render_pre`` checks the current frame and bakes 
 Handlers are persistent, so they survive loading the .blend given on the command line.
 
 Python exceptions in handlers are printed and swallowed by Blender, so a failed bake cannot stop a render
-by raising: a batch render (``blender -b ... -a``) exits with status 1 instead, after printing which frame
-failed, so a farm task fails rather than delivering frames without the face.
+by raising: in background mode (``blender -b ... -a``, or a script render with the ``bpy`` module) the
+process exits with status 1 instead, after printing which frame failed, so a farm task fails rather than
+delivering frames without the face. In the UI the failure is printed and kept in ``FAILURES``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ FAILURES: list[str] = []  # last render's failures (for scripts rendering with t
 def _fail(message: str) -> None:
     FAILURES.append(message)
     print(f"Face Fusion: ERROR: {message}", file=sys.stderr, flush=True)
-    if bpy.app.background and bpy.app.binary_path:  # a real `blender -b`: make the farm task fail
+    if bpy.app.background:  # `blender -b` or a script render: exit non-zero so a farm task fails
         session.forget()
         sys.exit(1)
 

@@ -83,15 +83,9 @@ def get_prefs(context: Any = None) -> Any:
 
 
 def _blend_relative_option() -> dict:
-    """'//' (relative to the .blend) is the cache folder's point; preferences must be told they may hold it."""
-    probe = type("FaceFusionPathProbe", (bpy.types.PropertyGroup,), {
-        "__annotations__": {"p": bpy.props.StringProperty(options={"PATH_SUPPORTS_BLEND_RELATIVE"})}})
-    try:
-        bpy.utils.register_class(probe)
-    except (TypeError, ValueError, RuntimeError):
-        return {}  # older Blender (4.2) accepts '//' silently
-    bpy.utils.unregister_class(probe)
-    return {"options": {"PATH_SUPPORTS_BLEND_RELATIVE"}}
+    """'//' (relative to the .blend) is the cache folder's point; preferences must be told they may hold it.
+    The option exists in 5.0 (checked); 4.2 has none and accepts '//' silently."""
+    return {"options": {"PATH_SUPPORTS_BLEND_RELATIVE"}} if bpy.app.version >= (5, 0, 0) else {}
 
 
 _BLEND_RELATIVE = _blend_relative_option()

@@ -104,7 +104,7 @@ def _annotations() -> dict[str, Any]:
         "plate_strip": bpy.props.StringProperty(
             name="Plate Strip", description="Name of the strip whose media is the plate", update=_on_setting_changed),
         "cache_key": bpy.props.StringProperty(name="Cache Key", description="Folder of the current settings' frames"),
-        "cache_dir": bpy.props.StringProperty(name="Cache Folder", subtype="DIR_PATH",
+        "cache_dir": bpy.props.StringProperty(name="Cache Folder",
                                               description="Where the frames of the current settings are written"),
         "faces": bpy.props.CollectionProperty(type=FaceFusionFace),
         "preview_image": bpy.props.PointerProperty(type=bpy.types.Image, name="Preview"),
