@@ -27,9 +27,10 @@ from engine.job import EventSink, ImageInput, SwapJob, output_name
 from engine.sources import SourceTexture, analyse_sources
 from engine.stages import colour_match, face_mesh, masks, track
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, crop_size_for, transform_points, warp_crop
-from engine.stages.composite import FrameLayers, composite, empty_layers, paste_face
+from engine.stages.composite import FrameLayers, composite, empty_layers, paste_face, paste_matte
 from engine.stages.contracts import Face, SourceIdentity, SwapInput
 from engine.stages.dlib_face import DlibDetector, DlibLandmarker, DlibRecognizer, identity_distance
+from engine.stages.refine import Refiner
 from engine.stages.swap_geometric import GeometricSwapper
 
 
@@ -213,6 +214,7 @@ class _Shot:
             self.swapper = registry.create("swap", settings["swapper"], runtime)
             for report in runtime.reports():  # say what each model really runs on, never a silent fallback
                 on_event({"type": "provider", **report.to_dict()})
+        self.refiner = Refiner(engine, settings, on_event)
         self.selected: dict[int, list[Face]] = {}
         self.radius = settings["temporal_smoothing"]
 
@@ -288,41 +290,62 @@ class _Shot:
 
     # ---- render pass ----------------------------------------------------------------------------------------
     def swap_frame(self, f: int) -> _Pending:
+        """Swap every selected face of a frame. Fixed-size models get all faces of the frame in one call."""
         t0 = time.perf_counter()
         rgba, gamut = self.plate.read(f)
         srgb = colour.linear_to_model(rgba[..., :3], gamut)
-        warnings = []
-        faces_out = []
-        mode = self.s["colour_match"]
+        plate_rgb = np.ascontiguousarray(rgba[..., :3])
+        warnings = [] if self.selected.get(f) else [f"no face to replace in frame {f}; wrote an empty matte"]
+        crops = []
         for face in self.selected.get(f, []):
             if face.landmarks68 is None:
                 continue
             size = self.swapper.size or crop_size_for(face.size)  # 0: the geometric swapper takes any size
             self.sr_steps.add(self.texture.steps_for(face.size))
             m = crop_matrix(face.kps5, self.swapper.template, size)
-            target = warp_crop(srgb, m, size)
-            lm = transform_points(m, face.landmarks68)
-            batch = SwapInput(crops=target[None], landmarks=[lm], matrices=m[None],
-                              face_sizes=np.array([face.size]))
-            result = self.swapper.swap(batch, self.identity)
-            swapped = result.crops[0]
+            crops.append({"face": face, "size": size, "m": m, "target": warp_crop(srgb, m, size),
+                          "lm": transform_points(m, face.landmarks68)})
+        if not crops:
+            return _Pending(f, rgba, gamut, [], t0, warnings)
+        swapped, model_masks, keeps = self._swap_crops(crops)
+        extra = self.refiner.refine(crops, swapped)  # enhancer, face parser, occluder (neural, optional)
+        mode = self.s["colour_match"]
+        faces_out = []
+        for i, c in enumerate(crops):
+            size, m, lm = c["size"], c["m"], c["lm"]
             pts78 = face_mesh.with_forehead(lm)
             matte = masks.face_matte(pts78, size, self.s["matte_erode"], self.s["matte_feather"])
-            swapped709 = colour.srgb_decode(swapped)
-            target709 = colour.to_rec709(warp_crop(np.ascontiguousarray(rgba[..., :3]), m, size), gamut)
+            layers = {}
+            if model_masks is not None:  # the model's own mask narrows the matte and is kept as a layer
+                matte = np.minimum(matte, model_masks[i])
+                layers["ModelMask"] = model_masks[i]
+            for name, crop_mattes in extra.mattes.items():
+                matte = np.minimum(matte, crop_mattes[i])
+                layers[name] = crop_mattes[i]
+            swapped709 = colour.srgb_decode(extra.crops[i])
+            target709 = colour.to_rec709(warp_crop(plate_rgb, m, size), gamut)
             params = None
             if mode != "none" and self.s["colour_strength"] > 0:
                 params = colour_match.estimate(swapped709, target709, masks.skin_matte(pts78, lm, size), mode)
-            if result.masks is not None:  # the model's own mask narrows the matte
-                matte = np.minimum(matte, result.masks[0])
-            keep = None
-            if result.keep is not None:
-                keep = (result.keep[0], target709)
-            faces_out.append({"track": face.track_id, "m": m, "swapped709": swapped709, "matte": matte,
-                              "params": params, "keep": keep})
-        if not self.selected.get(f):
-            warnings.append(f"no face to replace in frame {f}; wrote an empty matte")
+            keep = (keeps[i], target709) if keeps is not None else None
+            faces_out.append({"track": c["face"].track_id, "m": m, "swapped709": swapped709, "matte": matte,
+                              "params": params, "keep": keep, "layers": layers})
         return _Pending(f, rgba, gamut, faces_out, t0, warnings)
+
+    def _swap_crops(self, crops: list[dict[str, Any]]):
+        """(swapped sRGB crops, model masks or None, keep masks or None), one entry per crop."""
+        def call(group: list[dict[str, Any]]):
+            batch = SwapInput(crops=np.stack([c["target"] for c in group]), landmarks=[c["lm"] for c in group],
+                              matrices=np.stack([c["m"] for c in group]),
+                              face_sizes=np.array([c["face"].size for c in group]))
+            return self.swapper.swap(batch, self.identity)
+
+        groups = [crops] if self.swapper.size else [[c] for c in crops]  # varying sizes: one call per face
+        results = [call(g) for g in groups]
+        swapped = [crop for r in results for crop in r.crops]
+        model_masks = [mk for r in results for mk in r.masks] if all(r.masks is not None for r in results) else None
+        keeps = [k for r in results for k in r.keep] if all(r.keep is not None for r in results) else None
+        return swapped, model_masks, keeps
 
     def finish(self, p: _Pending, history: dict[int, deque]) -> tuple[FrameLayers, np.ndarray]:
         """Colour match (parameters averaged over the track's neighbouring frames), paste, composite."""
@@ -341,8 +364,12 @@ class _Shot:
                 k, target709 = fc["keep"]
                 lin709 = lin709 * (1.0 - k[..., None]) + target709 * k[..., None]
             paste_face(layers, colour.from_rec709(lin709, p.gamut), fc["matte"], fc["m"], f"Face{i + 1}")
+        extra: dict[str, np.ndarray] = {}
+        for fc in p.faces:
+            for name, crop_matte in fc["layers"].items():
+                paste_matte(extra, name, crop_matte, fc["m"], (h, w))
         per_face = layers.mattes
-        layers.mattes = {"FaceMatte": layers.matte.copy(), **per_face}
+        layers.mattes = {"FaceMatte": layers.matte.copy(), **per_face, **extra}
         if self.s["output_mode"] == "composite":
             return layers, composite(p.plate, layers)
         return layers, layers.face

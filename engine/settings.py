@@ -98,6 +98,18 @@ def _neural_swappers() -> tuple[tuple[str, str], ...]:
 
 SWAPPER_CHOICES = SWAPPER_CHOICES + _neural_swappers()
 
+
+def _catalogue_choices(stage: str, off: str) -> tuple[tuple[str, str], ...]:
+    """("none", off) plus the catalogue's models of a stage (downloaded on the artist's request only)."""
+    try:
+        from engine.models.catalogue import by_stage
+        entries = by_stage(stage)
+    except (ImportError, OSError, ValueError):
+        entries = []
+    return (("none", off),) + tuple(
+        (e.id, f"{e.label}; needs download" + (f" [{e.licence.name}]" if e.non_commercial else ""))
+        for e in entries if e.backend not in ("dlib", "waifu2x"))
+
 SCHEMA: tuple[Setting, ...] = (
     Setting("face_selector", "enum", "all", "Faces", "Which faces in the plate are replaced", "faces",
             choices=SELECTOR_CHOICES),
@@ -126,6 +138,17 @@ SCHEMA: tuple[Setting, ...] = (
             "enhance"),
     Setting("sr_denoise", "int", 1, "Denoise", "waifu2x denoise level (0 = none, 3 = strongest)", "enhance",
             min=0, max=3),
+    Setting("face_enhancer", "enum", "none", "Face Enhancer",
+            "Restore detail of the swapped face with a neural face restorer", "enhance",
+            choices=_catalogue_choices("enhance", "No face restorer")),
+    Setting("enhancer_blend", "float", 0.8, "Enhancer Blend", "How much of the restored face is used", "enhance",
+            min=0.0, max=1.0),
+    Setting("face_parser", "enum", "none", "Region Matte",
+            "Limit the matte to skin, brows, eyes, nose, mouth and lips found by a face parser", "matte",
+            choices=_catalogue_choices("parse", "No region matte")),
+    Setting("occluder", "enum", "none", "Occlusion Matte",
+            "Keep hands, hair and objects in front of the face out of the matte", "matte",
+            choices=_catalogue_choices("occlude", "No occlusion matte")),
     Setting("matte_erode", "float", 0.03, "Matte Erode",
             "Shrink the matte by this fraction of the face size before feathering", "matte", min=0.0, max=0.3),
     Setting("matte_feather", "float", 0.06, "Matte Feather",

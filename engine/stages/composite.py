@@ -57,3 +57,16 @@ def composite(plate_rgba: np.ndarray, layers: FrameLayers) -> np.ndarray:
         out[inside, :3] = fa[:, :3] + pa[:, :3] * (1.0 - fa[:, 3:4])
         out[inside, 3] = fa[:, 3] + pa[:, 3] * (1.0 - fa[:, 3])
     return out
+
+
+def paste_matte(mattes: dict[str, np.ndarray], name: str, crop_matte: np.ndarray, m: np.ndarray,
+                frame_shape: tuple[int, int]) -> None:
+    """Accumulate a crop-space matte into the frame-size layer ``name`` (union of all faces)."""
+    h, w = frame_shape
+    layer = mattes.setdefault(name, np.zeros((h, w), np.float32))
+    region = paste_region(m, crop_matte.shape[0], (h, w))
+    if region is None:
+        return
+    x0, y0, x1, y1 = region
+    a = np.clip(warp_back(crop_matte.astype(np.float32), m, region), 0.0, 1.0)
+    layer[y0:y1, x0:x1] = a + layer[y0:y1, x0:x1] * (1.0 - a)
