@@ -38,6 +38,8 @@ Jobs (each returns a ``Job`` at once; nothing blocks until you wait)::
     faces = eng.analyse(plate=..., frame=1).wait()
     faces[0]["box"], faces[0]["landmarks"], faces[0]["embedding"], faces[0]["thumbnail"]  # uint8 (96,96,3)
     out = eng.echo(pixels)              # round trip through shared memory (tests, benchmark)
+    buf = eng.pixel_buffer(h, w, 4)     # float32 array living in shared memory: fill it, pass it as a
+    eng.preview(plate=buf, ...)         # plate/source, and it is sent without another copy
 
     job.cancel()                        # or eng.cancel(job.id); ends with a "cancelled" event
     eng.status()                        # engine-wide: jobs, clients, slots
@@ -144,6 +146,10 @@ class _ClientSlot:
     def __init__(self, slot: transport.Slot) -> None:
         self.slot = slot
         self.busy = False
+        self.buffer = False  # handed out by pixel_buffer, not yet submitted
+        view = slot.array(1, np.uint8)
+        self.payload_address = view.__array_interface__["data"][0]
+        del view
 
 
 class _Pending:
@@ -660,6 +666,27 @@ class EngineClient:
         except transport.SlotError as exc:
             raise EngineClientError(str(exc)) from None
 
+    def pixel_buffer(self, height: int, width: int, channels: int = 4) -> np.ndarray:
+        """A float32 (height, width, channels) array that lives in a shared-memory slot. Fill it (e.g.
+        ``image.pixels.foreach_get(buf.ravel())`` then flip rows) and pass it as a plate or source: it
+        is sent without another copy. One submission per buffer; ask for a new one for the next job."""
+        nbytes = height * width * channels * 4
+        cs = self._acquire_slot(nbytes, set())
+        cs.buffer = True
+        return cs.slot.array((height, width, channels), np.float32)
+
+    def _buffer_slot(self, pixels: np.ndarray) -> _ClientSlot | None:
+        """The slot whose payload ``pixels`` is (a ``pixel_buffer``), or None."""
+        if not pixels.flags.c_contiguous:
+            return None
+        addr = pixels.__array_interface__["data"][0]
+        with self._lock:
+            for cs in self._slots.values():
+                if cs.buffer and cs.payload_address == addr and pixels.nbytes <= cs.slot.capacity:
+                    cs.buffer = False  # handed to this job; released with it
+                    return cs
+        return None
+
     def _result_slot(self, exclude: set[str]) -> str | None:
         """A free slot for the engine to write a result into (the largest), or None (engine makes one)."""
         with self._lock:
@@ -700,9 +727,11 @@ class EngineClient:
             raise ValueError(f"{what}: pixels must be (height, width, 3 or 4), got shape {pixels.shape}")
         if pixels.dtype != np.float32:
             pixels = pixels.astype(np.float32)
-        cs = self._acquire_slot(pixels.nbytes, set(held))
+        cs = self._buffer_slot(pixels)
+        if cs is None:
+            cs = self._acquire_slot(pixels.nbytes, set(held))
+            cs.slot.write(pixels)
         held.append(cs.slot.name)
-        cs.slot.write(pixels)
         gen = cs.slot.bump()
         return {"slot": cs.slot.name, "gen": gen, "shape": list(pixels.shape), "dtype": "float32",
                 "colorspace": ref.colorspace, "name": ref.name}

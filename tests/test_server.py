@@ -462,3 +462,19 @@ def test_client_runs_in_blenders_python_with_numpy_1():
     out = subprocess.run([BLENDER_PYTHON, "-c", BLENDER_SIDE, PY], cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_pixel_buffer_is_sent_without_a_copy(engine, shot, monkeypatch):
+    writes = []
+    real_write = transport.Slot.write
+    monkeypatch.setattr(transport.Slot, "write", lambda self, px, offset=0: (writes.append(px.shape),
+                                                                              real_write(self, px, offset)))
+    buf = engine.pixel_buffer(256, 256, 4)
+    buf[...] = shot["frames"][0]
+    assert np.array_equal(engine.echo(buf), shot["frames"][0]) and writes == []
+    buf = engine.pixel_buffer(256, 256, 4)
+    buf[...] = shot["frames"][0]
+    res = engine.preview(buf, [shot["source"]], 1, SETTINGS).wait(timeout=60)
+    assert res.faces == 1 and writes == []
+    engine.echo(shot["frames"][0])  # an ordinary array is copied into a slot
+    assert writes == [(256, 256, 4)]
