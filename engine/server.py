@@ -243,6 +243,7 @@ class Server:
             except OSError:
                 if self.stop_event.is_set():
                     return
+                time.sleep(0.1)  # e.g. out of file descriptors: do not spin
                 continue
             threading.Thread(target=self._serve_connection, args=(conn,), daemon=True, name="conn").start()
 
