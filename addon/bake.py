@@ -18,6 +18,9 @@ from . import compat, plates, prefs, session, targets
 from .props import settings_dict
 
 
+COPY_INTERVAL_S = 1.0  # Blender < 5.0: how often finished frames are copied to RGBA-only files
+
+
 class BakeError(RuntimeError):
     """A bake failed; the message names the target and, where known, the frame."""
 
@@ -44,6 +47,7 @@ class BakeRun:
     started: float = field(default_factory=time.monotonic)
     cancelled: bool = False
     warnings: list[str] = field(default_factory=list)
+    last_copy: float = field(default_factory=time.monotonic)
 
     @property
     def total(self) -> int:
@@ -81,7 +85,8 @@ class BakeRun:
                 item.job = session.get(os.path.dirname(item.folder)).submit_render(item.request)
             for event in session.get().events(item.job, timeout):
                 self._handle(item, event)
-            self._flush_copies(item)
+            if time.monotonic() - self.last_copy >= COPY_INTERVAL_S:  # batched: one subprocess per interval
+                self._flush_copies(item)
         except session.EngineDied as exc:
             frame = min(set(item.frames) - item.done, default=None)
             item.error = (f"Face Fusion {item.target.label}: the engine stopped while baking"
@@ -122,11 +127,13 @@ class BakeRun:
                               f"is missing from {item.folder}")
             item.done.update(item.frames)
         elif kind == "error":
+            self._flush_copies(item)  # frames finished before the error are kept and shown
             item.finished = True
             frame = event.get("frame")
             where = f" frame {frame}" if frame is not None else ""
             item.error = f"Face Fusion {item.target.label}{where}: {event.get('message', 'failed')}"
         elif kind == "cancelled":
+            self._flush_copies(item)
             item.finished = True
             item.error = f"Face Fusion {item.target.label}: cancelled"
 
@@ -135,6 +142,7 @@ class BakeRun:
         frames = [f for f in item.to_copy
                   if os.path.isfile(os.path.join(item.folder, targets.output_name(f)))]
         item.to_copy = []
+        self.last_copy = time.monotonic()
         if not frames:
             return
         python = prefs.find_engine_python(prefs.get_prefs())

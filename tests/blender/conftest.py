@@ -106,6 +106,15 @@ def media(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return info
 
 
+@pytest.fixture(scope="session")
+def long_media(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A longer, smaller plate, for bakes that get interrupted."""
+    out = str(tmp_path_factory.mktemp("long_media"))
+    info = json.loads(engine_run(os.path.join(HERE, "make_media.py"), out, "--frames", "12", "--size", "160"))
+    info["dir"] = out
+    return info
+
+
 @pytest.fixture()
 def cache_dir(addon, tmp_path) -> str:
     """A cache folder of this test's own, under the session's engine-allowed root."""
