@@ -17,7 +17,6 @@ from typing import Any
 from . import compat, plates, prefs, session, targets
 from .props import settings_dict
 
-
 COPY_INTERVAL_S = 1.0  # Blender < 5.0: how often finished frames are copied to RGBA-only files
 
 

@@ -42,7 +42,8 @@ def test_node_group_structure(addon, scene, media, cache_dir):
     assert media_info.path == media["plate"] and media_info.frames == [1, 2, 3, 4, 5]
     src = ff.face_fusion.sources.add()
     src.filepath = media["source"]
-    assert ff.face_fusion.cache_key and ff.face_fusion.cache_key in ff.node_tree.nodes[addon.node.FACE_NODE].image.filepath
+    face_image = ff.node_tree.nodes[addon.node.FACE_NODE].image
+    assert ff.face_fusion.cache_key and ff.face_fusion.cache_key in face_image.filepath
     old = ff.face_fusion.cache_key
     ff.face_fusion.colour_strength = 0.5
     assert ff.face_fusion.cache_key != old
