@@ -249,7 +249,13 @@ class _Shot:
                 for f in t:
                     per_frame.setdefault(f, set()).add(tid)
         elif mode in ("largest", "index"):
-            for f, faces in raw.items():
+            # Decide per track, by majority over the frames where it was detected: a detector drop-out in one
+            # frame must not hand the choice to another face (identity switch).
+            picked: dict[int, int] = {}
+            seen: dict[int, int] = {}
+            for faces in raw.values():
+                for face in faces:
+                    seen[face.track_id] = seen.get(face.track_id, 0) + 1
                 if not faces:
                     continue
                 if mode == "largest":
@@ -258,11 +264,10 @@ class _Shot:
                     pick = faces[self.s["face_index"]]  # faces are sorted left to right
                 else:
                     continue
-                per_frame.setdefault(f, set()).add(pick.track_id)
-            # Frames the detector missed inside a chosen track keep that track (gap fill).
+                picked[pick.track_id] = picked.get(pick.track_id, 0) + 1
             for tid, t in enumerate(tracks):
-                for f in t:
-                    if f not in raw or not raw[f]:
+                if picked.get(tid, 0) * 2 > seen.get(tid, 0):
+                    for f in t:
                         per_frame.setdefault(f, set()).add(tid)
         else:
             ref = self._reference_embedding()
