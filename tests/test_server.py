@@ -254,13 +254,13 @@ CLIENT_SCRIPT = textwrap.dedent("""
 
 
 def test_client_killed_mid_job_frees_its_slots(engine, work, shot):
-    before = set(transport.list_segments())
+    before = set(segments_of(engine.info["pid"]))
     proc = subprocess.Popen([PY, "-c", CLIENT_SCRIPT, engine.socket_dir, shot["source"],
                              os.path.join(work, "victim"), shot["pattern"]],
                             cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"
-        theirs = set(transport.list_segments()) - before
+        theirs = set(segments_of(engine.info["pid"])) - before
         assert theirs  # the pixel plate's slot (and maybe a result slot)
         proc.kill()
         proc.wait(10)
