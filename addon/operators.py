@@ -287,14 +287,14 @@ def _image_from_pixels(name: str, pixels: Any, colorspace: str = "") -> Any:
         if image is not None:
             bpy.data.images.remove(image)
         image = bpy.data.images.new(name, w, h, alpha=True, float_buffer=True)
-    rgba = np.ones((h, w, 4), np.float32)
-    rgba[..., : pixels.shape[2]] = pixels[..., :4]
-    image.pixels.foreach_set(np.ascontiguousarray(rgba[::-1]).ravel())
-    if colorspace:
-        try:
+    if colorspace and image.colorspace_settings.name != colorspace:
+        try:  # before the pixels: changing it regenerates a generated image's buffer
             image.colorspace_settings.name = colorspace
         except TypeError:
             pass
+    rgba = np.ones((h, w, 4), np.float32)
+    rgba[..., : pixels.shape[2]] = pixels[..., :4]
+    image.pixels.foreach_set(np.ascontiguousarray(rgba[::-1]).ravel())
     image.update()
     return image
 
@@ -314,7 +314,11 @@ class FACEFUSION_OT_preview(_OwnerOp, bpy.types.Operator):
         try:
             plate_frame = _scene_to_plate_frame(target, target.scene.frame_current)
             media = target.plate()
-            settings = dict(bake.settings_dict(target.settings), output="composite")  # shown beside the plate
+            settings = bake.settings_dict(target.settings)
+            for name in ("output_mode", "output"):  # the composite is what is shown beside the plate
+                if name in settings:
+                    settings[name] = "composite"
+                    break
             result = session.get().preview(media.as_request(), targets.source_specs(target.settings),
                                            plate_frame, settings)
         except (plates.PlateError, session.EngineUnavailable, session.EngineDied, session.EngineJobError) as exc:
@@ -391,14 +395,15 @@ class FACEFUSION_OT_check_engine(bpy.types.Operator):
 
     def execute(self, context: Any) -> set[str]:
         try:
-            info = session.get().info()
-        except (session.EngineUnavailable, session.EngineDied) as exc:
+            info = session.engine_report()
+        except (session.EngineUnavailable, session.EngineDied, session.EngineJobError, OSError, ValueError) as exc:
             self.report({"ERROR"}, f"Face Fusion engine: {exc}")
             return {"CANCELLED"}
         version = info.get("engine_version") or info.get("version", "?")
         providers = ", ".join(info.get("providers", [])) or "?"
         models = info.get("models", [])
-        text = f"Face Fusion engine {version}; providers: {providers}; models: {len(models)} installed"
+        text = (f"Face Fusion engine {version} (pid {info.get('pid', '?')}); providers: {providers}; "
+                f"models: {len(models)} of {info.get('models_known', 0)} installed")
         context.window_manager.face_fusion_runtime.message = text
         self.report({"INFO"}, text)
         return {"FINISHED"}

@@ -142,6 +142,31 @@ def get(output_root: str | None = None) -> Session:
     return _SESSION
 
 
+def engine_report() -> dict[str, Any]:
+    """Engine version (from the running engine), execution providers and models (from the engine's own
+    environment: ``python -m engine models list --json``; providers from onnxruntime there)."""
+    import json
+    import subprocess
+
+    p = prefs.get_prefs()
+    info = get().info()
+    python = prefs.find_engine_python(p)
+    root = prefs.find_engine_root(p, python)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH")}
+    env["PYTHONPATH"] = root
+    probe = ("import json; from engine.runtime import providers; print(json.dumps(providers.available()))")
+    proc = subprocess.run([python, "-c", probe], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    info["providers"] = json.loads(proc.stdout) if proc.returncode == 0 else []
+    cmd = [python, "-m", "engine", "models"]
+    if p.models_dir:
+        cmd += ["--models-dir", bpy.path.abspath(p.models_dir)]
+    proc = subprocess.run(cmd + ["list", "--json"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    models = json.loads(proc.stdout) if proc.returncode == 0 else []
+    info["models"] = [m["id"] for m in models if m.get("status") == "installed" or m.get("embedded")]
+    info["models_known"] = len(models)
+    return info
+
+
 def forget() -> None:
     """Drop the session (after the engine died, or to restart it)."""
     global _SESSION
