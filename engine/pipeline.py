@@ -21,7 +21,7 @@ from engine import __version__
 from engine import settings as schema
 from engine.errors import EngineError, JobCancelled
 from engine.io import colour
-from engine.io.exr import write_exr
+from engine.io.exr import sweep_partials, write_exr
 from engine.io.plates import Plate
 from engine.job import EventSink, ImageInput, SwapJob, output_name
 from engine.sources import SourceTexture, analyse_sources
@@ -136,6 +136,7 @@ class Engine:
         t_start = time.perf_counter()
         settings = _checked_settings(job.settings)
         out_dir = _prepare_output(job.output_dir)
+        sweep_partials(out_dir)  # what a killed earlier run left mid-write
         plate = Plate(job.plate)
         try:
             first, last = _frame_range(plate, job.frame_start, job.frame_end)
@@ -161,8 +162,12 @@ class Engine:
         warnings: list[str] = []
         try:
             _frame_range(plate, frame, frame)
-            identity = self.source_identity(job.sources, lambda e: warnings.append(e["message"]))
-            shot = _Shot(self, job, settings, plate, identity, lambda e: warnings.append(e.get("message", "")), None)
+            def collect(event: dict[str, Any]) -> None:
+                if event.get("type") == "warning":
+                    warnings.append(event["message"])
+
+            identity = self.source_identity(job.sources, collect)
+            shot = _Shot(self, job, settings, plate, identity, collect, None)
             shot.analyse([frame])
             pending = shot.swap_frame(frame)
             layers, out_rgba = shot.finish(pending, {})

@@ -124,3 +124,20 @@ def test_cancel_leaves_no_partial_file(files, photos, tmp_path):
         Engine().run(job, on_event, cancel)
     assert os.listdir(tmp_path) == ["facefusion.0001.exr"]
     _no_partial(tmp_path)
+
+
+def test_partial_files_of_dead_writers_are_swept(tmp_path):
+    import subprocess
+    import sys
+
+    from engine.io.exr import sweep_partials
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    stale = tmp_path / f".facefusion.0001.exr.{dead}.ab12cd.partial.exr"
+    live = tmp_path / f".facefusion.0002.exr.{os.getpid()}.ef34gh.partial.exr"
+    done = tmp_path / "facefusion.0003.exr"
+    for p in (stale, live, done):
+        p.write_bytes(b"x")
+    assert sweep_partials(str(tmp_path)) == 1
+    assert sorted(os.listdir(tmp_path)) == sorted([live.name, done.name])
