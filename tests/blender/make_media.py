@@ -2,8 +2,9 @@
 
     <engine python> tests/blender/make_media.py OUT [--frames 4] [--size 192]
 
-OUT/plate/plate.0001.png ...: 8-bit sRGB frames of scikit-image's astronaut seen through a slowly moving
-camera (so a one-frame misalignment shows); OUT/source.png: insightface's Tom Hanks photo (the new face).
+OUT/plate/plate.0001.png ... (and the same as OUT/plate.mp4): 8-bit sRGB frames of scikit-image's
+astronaut seen through a slowly moving camera (so a one-frame misalignment shows);
+OUT/source.png: insightface's Tom Hanks photo (the new face).
 Prints a JSON line with the paths.
 """
 
@@ -30,9 +31,11 @@ def main() -> int:
                             exposure_stops=(0.0, 0.0))
     frames, _ = shots.render_shot(photo, (args.size, args.size), args.frames, move)
     pattern = shots.write_sequence(frames, os.path.join(args.out, "plate"), ext="png")
+    movie = shots.write_movie(frames, os.path.join(args.out, "plate.mp4"), fps=24)
     source = shots.write_photo("tom_hanks", args.out)
     os.replace(source, os.path.join(args.out, "source.png"))
-    print(json.dumps({"plate": pattern, "source": os.path.join(args.out, "source.png"), "frames": args.frames}))
+    print(json.dumps({"plate": pattern, "movie": movie, "source": os.path.join(args.out, "source.png"),
+                      "frames": args.frames}))
     return 0
 
 

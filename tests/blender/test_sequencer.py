@@ -127,3 +127,17 @@ def test_plate_offset_and_trim_line_up(addon, scene, media, cache_dir, tmp_path)
         face = images[4 + i]["rgba"]
         expected = face[..., :3] + plate_px * (1.0 - face[..., 3:4])
         assert np.abs(out - expected).mean() < 0.003, f"scene frame {11 + i} is not plate frame {3 + i}"
+
+
+def test_movie_plate(addon, scene, media, cache_dir):
+    movie = addon.compat.top_strips(scene).new_movie("Movie", media["movie"], 1, 1)
+    assert movie.frame_duration == media["frames"]
+    strip = addon.sequencer.add_face_fusion(scene, movie)
+    assert [e.filename for e in strip.elements] == [f"facefusion.{n:04d}.exr" for n in range(1, 6)]
+    assert (strip.frame_final_start, strip.frame_final_end) == (movie.frame_final_start, movie.frame_final_end)
+    _source(strip, media)
+    scene.frame_end = 2
+    _bake(strip)
+    folder = bpy.path.abspath(strip.face_fusion.cache_dir)
+    assert sorted(f for f in os.listdir(folder) if f.endswith(".exr")) == ["facefusion.0001.exr",
+                                                                          "facefusion.0002.exr"]
