@@ -8,9 +8,9 @@ import os
 import cv2
 import numpy as np
 import pytest
-from conftest import read, run_cli
 
 from engine import shots
+from tests.conftest import read, run_cli
 
 
 def _no_partial(folder) -> None:

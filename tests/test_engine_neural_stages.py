@@ -9,9 +9,9 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT, read
 
 from engine.models import catalogue
+from tests.conftest import ROOT, read
 from tests.neural import standins
 
 IDS = ["hyperswap_1a_256", "arcface_w600k_r50", "gfpgan_1.4", "bisenet_resnet_34", "xseg_1"]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import read, run_cli
 
 from engine import shots
 from engine.job import ImageInput, SwapJob
 from engine.pipeline import Engine
+from tests.conftest import read, run_cli
 
 
 def _mattes(out, frame: int = 1):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-from conftest import read
 
 from engine import shots
 from engine.io import colour
@@ -13,6 +12,7 @@ from engine.job import ImageInput, SwapJob
 from engine.pipeline import Engine
 from engine.stages import colour_match, track
 from engine.stages.contracts import Face
+from tests.conftest import read
 
 
 def _face_patch() -> np.ndarray:

@@ -9,13 +9,13 @@ import os
 import cv2
 import numpy as np
 import pytest
-from conftest import read, rgba, run_cli
 
 from engine import __version__, shots
 from engine.io import colour
 from engine.job import ImageInput, SwapJob
 from engine.pipeline import Engine
 from engine.stages.dlib_face import identity_distance
+from tests.conftest import read, rgba, run_cli
 
 
 @pytest.fixture(scope="module")
