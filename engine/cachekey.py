@@ -14,8 +14,8 @@ import os
 import re
 from typing import Any
 
-from engine import __version__
-from engine import settings as settings_schema
+from . import __version__
+from . import settings as settings_schema
 
 
 def file_identity(path: str) -> dict[str, Any]:

@@ -86,7 +86,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import PROTOCOL_VERSION, __version__, protocol, transport
+from . import PROTOCOL_VERSION, __version__, protocol, transport
 
 __all__ = [
     "EngineClient", "Job", "ImageRef", "PreviewResult", "EngineClientError", "EngineStartError", "EngineDied",

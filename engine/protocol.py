@@ -33,7 +33,7 @@ import math
 import re
 from typing import Any
 
-from engine import PROTOCOL_VERSION
+from . import PROTOCOL_VERSION
 
 MAX_MESSAGE_BYTES = 1 << 20  # control messages only; anything bigger is not a control message
 MAX_IMAGE_SIDE = 32768

@@ -90,7 +90,7 @@ SWAPPER_CHOICES: tuple[tuple[str, str], ...] = (
 def _neural_swappers() -> tuple[tuple[str, str], ...]:
     """Neural swappers from the model catalogue (models/catalogue.json, read with the standard library)."""
     try:
-        from engine.models.catalogue import swapper_choices
+        from .models.catalogue import swapper_choices
     except ImportError:
         return ()
     return swapper_choices()
@@ -102,7 +102,7 @@ SWAPPER_CHOICES = SWAPPER_CHOICES + _neural_swappers()
 def _catalogue_choices(stage: str, off: str) -> tuple[tuple[str, str], ...]:
     """("none", off) plus the catalogue's models of a stage (downloaded on the artist's request only)."""
     try:
-        from engine.models.catalogue import by_stage
+        from .models.catalogue import by_stage
         entries = by_stage(stage)
     except (ImportError, OSError, ValueError):
         entries = []

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import protocol
+from . import protocol
 
 SEGMENT_PREFIX = "ffe"
 HEADER_BYTES = 4096

@@ -23,8 +23,10 @@ import zipfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # What the zip may hold, and what must never be in it.
-ALLOWED_TOP = {"__init__.py", "blender_manifest.toml", "addon", "engine"}
-FORBIDDEN_PARTS = {"tests", "bench", "packaging", "models", "__pycache__"}
+ALLOWED_TOP = {"__init__.py", "blender_manifest.toml", "addon", "engine", "models"}
+FORBIDDEN_PARTS = {"tests", "bench", "packaging", "__pycache__"}
+# Below the top level only these may travel: the catalogue (stdlib + JSON) lists the neural models in the UI.
+ALLOWED_NESTED = {"models/catalogue.json", "engine/models/__init__.py", "engine/models/catalogue.py"}
 FORBIDDEN_SUFFIXES = (".onnx", ".pth", ".pt", ".dat", ".bin", ".safetensors", ".pyc", ".zip", ".blend")
 
 
@@ -58,6 +60,9 @@ def check_contents(zip_path: str) -> list[str]:
         for name in zf.namelist():
             parts = name.rstrip("/").split("/")
             if parts[0] not in ALLOWED_TOP or FORBIDDEN_PARTS.intersection(parts) or name.endswith(FORBIDDEN_SUFFIXES):
+                bad.append(name)
+            elif parts[0] in ("models", "engine") and len(parts) > 2 - (parts[0] == "models") \
+                    and not name.endswith("/") and name not in ALLOWED_NESTED:
                 bad.append(name)
     return bad
 

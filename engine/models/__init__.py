@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine.errors import EngineError
-from engine.models import catalogue
+from ..errors import EngineError
+from . import catalogue
 
 
 def resolve(model_id: str, models_dir: str | os.PathLike[str] | None = None) -> Path:
     """The verified file of ``model_id``, or an ``EngineError`` naming the command that fetches it."""
-    from engine.models import fetch, verify  # noqa: PLC0415 (keep `import engine.models` light)
+    from . import fetch, verify  # noqa: PLC0415 (keep `import engine.models` light)
 
     entry = catalogue.get(model_id)
     folder = catalogue.models_dir(models_dir)

@@ -17,8 +17,10 @@ def test_zip_holds_only_the_extension(ext_zip):
         names = zf.namelist()
     assert "blender_manifest.toml" in names and "__init__.py" in names and "addon/__init__.py" in names
     assert "engine/settings.py" in names and "engine/cachekey.py" in names and "engine/client.py" in names
-    assert not [n for n in names if n.split("/")[0] in {"tests", "bench", "packaging", "models", "requirements"}]
-    assert not [n for n in names if n.startswith("engine/") and n.count("/") > 1]  # no stages, io, runtime
+    assert not [n for n in names if n.split("/")[0] in {"tests", "bench", "packaging", "requirements"}]
+    assert [n for n in names if n.startswith("models/") and not n.endswith("/")] == ["models/catalogue.json"]
+    nested = {n for n in names if n.startswith("engine/") and n.count("/") > 1 and not n.endswith("/")}
+    assert nested == {"engine/models/__init__.py", "engine/models/catalogue.py"}  # no stages, io, runtime
     assert not [n for n in names if n.endswith((".onnx", ".pyc", ".dat", ".exr", ".blend"))]
 
 
@@ -35,6 +37,8 @@ def test_installed_and_enabled_as_extension(addon):
 
 def test_properties_are_derived_from_the_engine_schema(addon):
     schema = addon.engine_link.settings_module().SCHEMA
+    swappers = {c[0] for c in addon.engine_link.settings_module().BY_NAME["swapper"].choices}
+    assert {"geometric", "inswapper_128", "hyperswap_1a_256"} <= swappers  # the catalogue travels in the zip
     rna = bpy.types.PropertyGroup.bl_rna_get_subclass_py("FaceFusionSettings").bl_rna.properties
     kinds = {"enum": "ENUM", "bool": "BOOLEAN", "int": "INT", "float": "FLOAT", "str": "STRING"}
     for s in schema:
