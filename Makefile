@@ -19,7 +19,7 @@ env: $(STAMP)
 demo: $(STAMP)
 	$(VPY) -m engine demo --output demo_out
 
-test: test-engine test-blender
+test: test-blender test-engine  # Blender venvs first: the engine tests also run the client in Blender's Python
 
 test-engine: $(STAMP)
 	$(VPY) -m ruff check .

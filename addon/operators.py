@@ -315,10 +315,7 @@ class FACEFUSION_OT_preview(_OwnerOp, bpy.types.Operator):
             plate_frame = _scene_to_plate_frame(target, target.scene.frame_current)
             media = target.plate()
             settings = bake.settings_dict(target.settings)
-            for name in ("output_mode", "output"):  # the composite is what is shown beside the plate
-                if name in settings:
-                    settings[name] = "composite"
-                    break
+            settings["output_mode"] = "composite"  # the composite is what is shown beside the plate
             result = session.get().preview(media.as_request(), targets.source_specs(target.settings),
                                            plate_frame, settings)
         except (plates.PlateError, session.EngineUnavailable, session.EngineDied, session.EngineJobError) as exc:

@@ -39,7 +39,7 @@ def main() -> int:
     args = ap.parse_args()
     t1 = shots.load_photo_linear("t1")
     cases = {
-        "one face (close-up)": t1[230:480, 380:824],
+        "one face (close-up)": t1[220:470, 360:700],
         "six faces (t1.jpg)": t1,
     }
     with tempfile.TemporaryDirectory() as tmp:
