@@ -33,6 +33,9 @@ from engine.stages.dlib_face import DlibDetector, DlibLandmarker, DlibRecognizer
 from engine.stages.refine import Refiner
 from engine.stages.swap_geometric import GeometricSwapper
 
+# Frames whose crops go to a neural model together (the geometric swapper has nothing to batch).
+NEURAL_CHUNK_FRAMES = 4
+
 
 def _noop(_event: dict[str, Any]) -> None:
     pass
@@ -300,28 +303,36 @@ class _Shot:
 
     # ---- render pass ----------------------------------------------------------------------------------------
     def swap_frame(self, f: int) -> _Pending:
-        """Swap every selected face of a frame. Fixed-size models get all faces of the frame in one call."""
-        t0 = time.perf_counter()
-        rgba, gamut = self.plate.read(f)
-        srgb = colour.linear_to_model(rgba[..., :3], gamut)
-        plate_rgb = np.ascontiguousarray(rgba[..., :3])
-        warnings = [] if self.selected.get(f) else [f"no face to replace in frame {f}; wrote an empty matte"]
-        crops = []
-        for face in self.selected.get(f, []):
-            if face.landmarks68 is None:
-                continue
-            size = self.swapper.size or crop_size_for(face.size)  # 0: the geometric swapper takes any size
-            self.sr_steps.add(self.texture.steps_for(face.size))
-            m = crop_matrix(face.kps5, self.swapper.template, size)
-            crops.append({"face": face, "size": size, "m": m, "target": warp_crop(srgb, m, size),
-                          "lm": transform_points(m, face.landmarks68)})
+        return self.swap_frames([f])[0]
+
+    def swap_frames(self, frames: list[int]) -> list[_Pending]:
+        """Swap every selected face of a chunk of frames. Fixed-size models get all faces of the chunk in one
+        batched call (and so do the enhancer, parser and occluder)."""
+        pendings: list[_Pending] = []
+        crops: list[dict[str, Any]] = []
+        owner: list[int] = []  # crop -> index in pendings
+        for f in frames:
+            t0 = time.perf_counter()
+            rgba, gamut = self.plate.read(f)
+            srgb = colour.linear_to_model(rgba[..., :3], gamut)
+            warnings = [] if self.selected.get(f) else [f"no face to replace in frame {f}; wrote an empty matte"]
+            for face in self.selected.get(f, []):
+                if face.landmarks68 is None:
+                    continue
+                size = self.swapper.size or crop_size_for(face.size)  # 0: the geometric swapper takes any size
+                self.sr_steps.add(self.texture.steps_for(face.size))
+                m = crop_matrix(face.kps5, self.swapper.template, size)
+                crops.append({"face": face, "size": size, "m": m, "target": warp_crop(srgb, m, size),
+                              "lm": transform_points(m, face.landmarks68)})
+                owner.append(len(pendings))
+            pendings.append(_Pending(f, rgba, gamut, [], t0, warnings))
         if not crops:
-            return _Pending(f, rgba, gamut, [], t0, warnings)
+            return pendings
         swapped, model_masks, keeps = self._swap_crops(crops)
         extra = self.refiner.refine(crops, swapped)  # enhancer, face parser, occluder (neural, optional)
         mode = self.s["colour_match"]
-        faces_out = []
         for i, c in enumerate(crops):
+            p = pendings[owner[i]]
             size, m, lm = c["size"], c["m"], c["lm"]
             pts78 = face_mesh.with_forehead(lm)
             matte = masks.face_matte(pts78, size, self.s["matte_erode"], self.s["matte_feather"])
@@ -333,14 +344,14 @@ class _Shot:
                 matte = np.minimum(matte, crop_mattes[i])
                 layers[name] = crop_mattes[i]
             swapped709 = colour.srgb_decode(extra.crops[i])
-            target709 = colour.to_rec709(warp_crop(plate_rgb, m, size), gamut)
+            target709 = colour.to_rec709(warp_crop(np.ascontiguousarray(p.plate[..., :3]), m, size), p.gamut)
             params = None
             if mode != "none" and self.s["colour_strength"] > 0:
                 params = colour_match.estimate(swapped709, target709, masks.skin_matte(pts78, lm, size), mode)
             keep = (keeps[i], target709) if keeps is not None else None
-            faces_out.append({"track": c["face"].track_id, "m": m, "swapped709": swapped709, "matte": matte,
-                              "params": params, "keep": keep, "layers": layers})
-        return _Pending(f, rgba, gamut, faces_out, t0, warnings)
+            p.faces.append({"track": c["face"].track_id, "m": m, "swapped709": swapped709, "matte": matte,
+                            "params": params, "keep": keep, "layers": layers})
+        return pendings
 
     def _swap_crops(self, crops: list[dict[str, Any]]):
         """(swapped sRGB crops, model masks or None, keep masks or None), one entry per crop."""
@@ -408,15 +419,17 @@ class _Shot:
             self.emit({"type": "progress", "stage": "render", "done": written, "total": len(todo),
                        "fps": round(fps, 3), "eta": round((len(todo) - written) / fps, 1) if fps > 0 else None})
 
-        for f in todo:
+        chunk = 1 if isinstance(self.swapper, GeometricSwapper) else NEURAL_CHUNK_FRAMES
+        for start in range(0, len(todo), chunk):
             self._check_cancel()
-            p = self.swap_frame(f)
-            for fc in p.faces:
-                if fc["params"] is not None:
-                    history.setdefault(fc["track"], deque(maxlen=2 * self.radius + 1)).append(
-                        (f, fc["params"].as_vector()))
-            pending.append(p)
-            while pending and (pending[0].frame + self.radius <= f):
+            frames = todo[start:start + chunk]
+            for p in self.swap_frames(frames):
+                for fc in p.faces:
+                    if fc["params"] is not None:
+                        history.setdefault(fc["track"], deque(maxlen=2 * self.radius + chunk)).append(
+                            (p.frame, fc["params"].as_vector()))
+                pending.append(p)
+            while pending and (pending[0].frame + self.radius <= frames[-1]):
                 flush(pending.popleft())
         while pending:
             flush(pending.popleft())

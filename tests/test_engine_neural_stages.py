@@ -54,3 +54,33 @@ def test_missing_model_file_names_the_fetch_command(photos, t1_shot, tmp_path):
     assert r.returncode != 0
     assert "models fetch gfpgan_1.4" in r.stderr
     assert not (tmp_path / "out").exists() or os.listdir(tmp_path / "out") == []
+
+
+def test_neural_swapper_gets_all_faces_of_a_frame_chunk_in_one_call(stand, photos, t1_shot, tmp_path, monkeypatch):
+    from engine.job import ImageInput, SwapJob
+    from engine.pipeline import NEURAL_CHUNK_FRAMES, Engine
+    from engine.stages import registry
+
+    monkeypatch.setenv(catalogue.ENV_CATALOGUE, str(stand.catalogue))
+    monkeypatch.setenv(catalogue.ENV_MODELS_DIR, str(stand.models_dir))
+    batches: list[int] = []
+    real_create = registry.create
+
+    def recording_create(stage, model_id, runtime, **kw):
+        backend = real_create(stage, model_id, runtime, **kw)
+        if stage == "swap":
+            real_swap = backend.swap
+
+            def swap(batch, source):
+                batches.append(len(batch.crops))
+                return real_swap(batch, source)
+
+            monkeypatch.setattr(backend, "swap", swap)
+        return backend
+
+    monkeypatch.setattr(registry, "create", recording_create)
+    job = SwapJob(sources=[ImageInput(path=photos["astronaut"])], plate=ImageInput(path=t1_shot["pattern"]),
+                  output_dir=str(tmp_path), settings={"swapper": "hyperswap_1a_256"})
+    Engine(providers="cpu").run(job)
+    assert NEURAL_CHUNK_FRAMES == 4 and batches == [8]  # 4 frames x 2 faces (frame 2's gap filled by the track)
+    assert len(os.listdir(tmp_path)) == 4
