@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from engine import outputs
+
 # An image handed over as pixels (e.g. from a shared-memory slot): float32 (H, W, 3|4), top row first,
 # in the colour space named beside it.
 Pixels = np.ndarray
@@ -45,4 +47,4 @@ EventSink = Callable[[dict[str, Any]], None]
 
 
 def output_name(prefix: str, frame: int) -> str:
-    return f"{prefix}.{frame:04d}.exr"
+    return outputs.output_name(frame, prefix)

@@ -21,9 +21,10 @@ from engine import __version__
 from engine import settings as schema
 from engine.errors import EngineError, JobCancelled
 from engine.io import colour
-from engine.io.exr import sweep_partials, write_exr
+from engine.io.exr import write_exr
 from engine.io.plates import Plate
 from engine.job import EventSink, ImageInput, SwapJob, output_name
+from engine.outputs import sweep_partials
 from engine.sources import SourceTexture, analyse_sources
 from engine.stages import colour_match, face_mesh, masks, track
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, crop_size_for, transform_points, warp_crop

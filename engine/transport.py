@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from . import protocol
+from .outputs import pid_alive  # noqa: F401 (re-exported: one rule for 'is that process alive')
 
 SEGMENT_PREFIX = "ffe"
 HEADER_BYTES = 4096
@@ -87,31 +88,6 @@ class SegmentNamer:
 def owner_pid(name: str) -> int | None:
     m = _NAME_RE.match(name)
     return int(m.group(1)) if m else None
-
-
-def pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    if IS_WINDOWS:
-        import ctypes
-
-        kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
-        handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
-        if not handle:
-            return False
-        code = ctypes.c_ulong()
-        try:
-            ok = kernel32.GetExitCodeProcess(handle, ctypes.byref(code))
-            return bool(ok) and code.value == 259  # STILL_ACTIVE
-        finally:
-            kernel32.CloseHandle(handle)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's live process
-    return True
 
 
 def list_segments() -> list[str]:

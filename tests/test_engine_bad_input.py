@@ -129,15 +129,26 @@ def test_cancel_leaves_no_partial_file(files, photos, tmp_path):
 def test_partial_files_of_dead_writers_are_swept(tmp_path):
     import subprocess
     import sys
+    import time
 
-    from engine.io.exr import sweep_partials
+    from engine.outputs import STALE_SECONDS, _host, sweep_partials
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
-    stale = tmp_path / f".facefusion.0001.exr.{dead}.ab12cd.partial.exr"
-    live = tmp_path / f".facefusion.0002.exr.{os.getpid()}.ef34gh.partial.exr"
-    done = tmp_path / "facefusion.0003.exr"
-    for p in (stale, live, done):
+    host = _host()
+    stale = tmp_path / f".facefusion.0001.exr.{host}.{dead}.ab12cd.partial.exr"
+    live = tmp_path / f".facefusion.0002.exr.{host}.{os.getpid()}.ef34gh.partial.exr"
+    other_host = tmp_path / f".facefusion.0003.exr.farmnode7.{dead}.ij56kl.partial.exr"  # can't judge: keep
+    old_other = tmp_path / f".facefusion.0004.exr.farmnode7.{dead}.mn78op.partial.exr"
+    done = tmp_path / "facefusion.0005.exr"
+    for p in (stale, live, other_host, old_other, done):
         p.write_bytes(b"x")
-    assert sweep_partials(str(tmp_path)) == 1
-    assert sorted(os.listdir(tmp_path)) == sorted([live.name, done.name])
+    ancient = time.time() - STALE_SECONDS - 60
+    os.utime(old_other, (ancient, ancient))
+    assert sorted(sweep_partials(str(tmp_path))) == sorted([stale.name, old_other.name])
+    assert sorted(os.listdir(tmp_path)) == sorted([live.name, other_host.name, done.name])
+    # a client that saw its engine die removes only that engine's files
+    mine = tmp_path / f".facefusion.0006.exr.{host}.{os.getpid()}.qr90st.partial.exr"
+    mine.write_bytes(b"x")
+    assert sorted(sweep_partials(str(tmp_path), dead_pid=os.getpid())) == sorted([live.name, mine.name])
+    assert sorted(os.listdir(tmp_path)) == sorted([other_host.name, done.name])

@@ -11,36 +11,7 @@ import tempfile
 import numpy as np
 
 from engine.errors import EngineError
-
-PARTIAL_SUFFIX = ".partial.exr"
-
-
-def sweep_partials(folder: str) -> int:
-    """Remove temporary files of writers that no longer run (killed mid-write). Returns how many."""
-    removed = 0
-    for name in os.listdir(folder):
-        if not (name.startswith(".") and name.endswith(PARTIAL_SUFFIX)):
-            continue
-        parts = name[: -len(PARTIAL_SUFFIX)].split(".")
-        pid = next((int(p) for p in reversed(parts[:-1]) if p.isdigit()), None)
-        if pid is not None and _alive(pid):
-            continue
-        try:
-            os.unlink(os.path.join(folder, name))
-            removed += 1
-        except FileNotFoundError:
-            pass
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+from engine.outputs import PARTIAL_SUFFIX, partial_prefix
 
 
 def write_exr(path: str, rgba: np.ndarray, layers: dict[str, np.ndarray], *, interop_id: str,
@@ -64,9 +35,8 @@ def write_exr(path: str, rgba: np.ndarray, layers: dict[str, np.ndarray], *, int
         spec.attribute(key, str(value))
 
     folder = os.path.dirname(os.path.abspath(path))
-    # The writer's pid is in the name, so a later run can sweep what a killed writer left (sweep_partials).
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=PARTIAL_SUFFIX,
-                               dir=folder)
+    # Host and pid in the name: a later run can sweep what a killed writer left (outputs.sweep_partials).
+    fd, tmp = tempfile.mkstemp(prefix=partial_prefix(path), suffix=PARTIAL_SUFFIX, dir=folder)
     os.close(fd)
     try:
         out = oiio.ImageOutput.create(tmp)
