@@ -43,8 +43,8 @@ def bytes_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def source_identity(sources: list[dict[str, Any]]) -> list[str]:
-    """A digest per source: the file's bytes, or the pixels' bytes for in-memory images."""
+def source_identity(sources: list[dict[str, Any]]) -> list[list[str]]:
+    """Per source: a digest of the file's bytes (or of the pixels, for in-memory images) and its colour space."""
     out = []
     for src in sources:
         if src.get("path"):
@@ -52,9 +52,10 @@ def source_identity(sources: list[dict[str, Any]]) -> list[str]:
             with open(src["path"], "rb") as fh:
                 for chunk in iter(lambda: fh.read(1 << 20), b""):
                     h.update(chunk)
-            out.append(h.hexdigest())
+            digest = h.hexdigest()
         else:
-            out.append(str(src.get("digest", "")))
+            digest = str(src.get("digest", ""))
+        out.append([digest, str(src.get("colorspace", "auto"))])
     return out
 
 
@@ -62,7 +63,8 @@ def cache_key(settings: dict[str, Any], sources: list[dict[str, Any]], plate: di
               models: list[str] | None = None, engine_version: str = __version__) -> str:
     """16 hex digits naming the output folder of a bake.
 
-    ``sources``: [{"path": ...} or {"digest": ...}]; ``plate``: {"path": ..., "colorspace": ...} or {"digest": ...}.
+    ``sources``: [{"path": ... or "digest": ..., "colorspace": ...}]; ``plate``: {"path": ... or "digest": ...,
+    "colorspace": ..., "ocio_config": identity of the OCIO config the colour space is looked up in}.
     """
     plate_ident: Any
     if plate.get("path"):
@@ -74,6 +76,7 @@ def cache_key(settings: dict[str, Any], sources: list[dict[str, Any]], plate: di
         "sources": source_identity(sources),
         "plate": plate_ident,
         "plate_colorspace": plate.get("colorspace", "auto"),
+        "ocio_config": plate.get("ocio_config", ""),
         "models": sorted(models or []),
         "engine": engine_version,
     }

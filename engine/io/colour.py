@@ -117,19 +117,35 @@ def model_to_linear(enc: np.ndarray, gamut: str) -> np.ndarray:
     return from_rec709(srgb_decode(enc), gamut)
 
 
+# Names of linear Rec.709 in Blender's config, the OCIO built-in configs and older ACES configs.
+_OCIO_REC709 = ("Linear Rec.709", "Linear Rec.709 (sRGB)", "lin_rec709_scene", "lin_rec709", "Utility - Linear - sRGB")
+
+
+def ocio_config_path() -> str:
+    """The OCIO config in use: $OCIO (the add-on passes Blender's), else OCIO's built-in default."""
+    return os.environ.get("OCIO") or "ocio://default"
+
+
 def _ocio_processor(name: str, *, to_linear: bool):
     try:
-        import PyOpenColorIO as OCIO  # optional: only for colour spaces beyond the built-in ones
+        import PyOpenColorIO as OCIO  # only for colour spaces beyond the built-in ones
     except ImportError as exc:
         raise EngineError(
             f"colour space '{name}' is not built in and PyOpenColorIO is not installed",
             "use linear, sRGB, ACEScg or ACES2065-1, or install opencolorio into the engine environment",
         ) from exc
-    path = os.environ.get("OCIO")
+    path = ocio_config_path()
     try:
-        cfg = OCIO.Config.CreateFromFile(path) if path else OCIO.Config.CreateFromFile("ocio://default")
-        src, dst = (name, "scene_linear") if to_linear else ("scene_linear", name)
-        return cfg.getProcessor(src, dst).getDefaultCPUProcessor()
+        cfg = OCIO.Config.CreateFromFile(path)
     except Exception as exc:  # OCIO raises its own Exception type
-        raise EngineError(f"colour space '{name}' is not in the OCIO config ({exc})",
-                          "check the strip's colour space or set $OCIO to Blender's config.ocio") from exc
+        raise EngineError(f"the OCIO config '{path}' cannot be read ({exc})",
+                          "point $OCIO at Blender's datafiles/colormanagement/config.ocio") from exc
+    if cfg.getColorSpace(name) is None:
+        raise EngineError(f"colour space '{name}' is not in the OCIO config '{path}'",
+                          "check the strip's colour space or set $OCIO to Blender's config.ocio")
+    linear = next((n for n in _OCIO_REC709 if cfg.getColorSpace(n) is not None), None)
+    if linear is None:
+        raise EngineError(f"the OCIO config '{path}' has no linear Rec.709 colour space",
+                          "use a config with 'Linear Rec.709' (Blender's) or convert the plate to linear first")
+    src, dst = (name, linear) if to_linear else (linear, name)
+    return cfg.getProcessor(src, dst).getDefaultCPUProcessor()
