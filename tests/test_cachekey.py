@@ -36,8 +36,7 @@ def test_every_setting_changes_the_key(tmp_path):
         elif s.kind == "str":
             value = "ACEScg"
         else:
-            value = s.max if s.max is not None and s.default != s.max else (s.min if s.min is not None else
-                                                                            s.default + 1)
+            value = next(v for v in (s.max, s.min, s.default + 1) if v is not None and v != s.default)
         assert _key(tmp_path, settings={s.name: value}) != base, s.name
 
 
