@@ -11,10 +11,13 @@ Starting or finding an engine::
 
     eng = EngineClient.start("/path/to/engine-venv/bin/python",          # the engine's own Python
                              root="/path/to/extension",                   # folder holding engine/
-                             allowed_output_roots=["/shots/cache"])       # renders may write only here
+                             allowed_output_roots=["/shots/cache"],       # renders may write only here
+                             env={"OCIO": "/blender/datafiles/colormanagement/config.ocio",  # added to
+                                  "FACE_FUSION_MODELS_DIR": "/studio/models"})              # os.environ
     # or, an engine already running (standalone: python -m engine serve --socket-dir DIR):
     eng = EngineClient.connect(socket_dir=DIR)        # reads DIR/engine.json (address + key, mode 0600)
-    eng.info                                          # {"engine_version", "protocol", "pid", "device", ...}
+    eng.info                                          # {"engine_version", "protocol", "pid", "device",
+                                                      #  "providers", "models", "models_known", ...}
 
 An engine started by ``start`` exits when this process dies (its stdin reaches EOF) and on
 ``eng.close()``. A dead engine is noticed within ~2 s at most (socket EOF, normally at once): every
@@ -42,7 +45,9 @@ Jobs (each returns a ``Job`` at once; nothing blocks until you wait)::
     eng.preview(plate=buf, ...)         # plate/source, and it is sent without another copy
 
     job.cancel()                        # or eng.cancel(job.id); ends with a "cancelled" event
-    eng.status()                        # engine-wide: jobs, clients, slots
+    eng.status()                        # engine-wide: jobs, clients, slots, execution providers available
+                                        # ("providers"), installed models ("models": ids, "model_status":
+                                        # {id: installed|unverified|missing}, "models_known", "models_dir")
     for job, ev in eng.poll_events():   # non-blocking, all jobs, for a Blender timer
         ...
 
@@ -86,7 +91,7 @@ from typing import Any
 
 import numpy as np
 
-from . import PROTOCOL_VERSION, __version__, protocol, transport
+from . import PROTOCOL_VERSION, __version__, outputs, protocol, transport
 
 __all__ = [
     "EngineClient", "Job", "ImageRef", "PreviewResult", "EngineClientError", "EngineStartError", "EngineDied",
@@ -276,6 +281,22 @@ def _close_all() -> None:
             pass
 
 
+def _child_env(root: str, extra: dict[str, str] | None) -> dict[str, str]:
+    """The engine's environment: this process's, without Blender's own Python settings, plus ``extra``
+    (e.g. OCIO, FACE_FUSION_MODELS_DIR). The key never travels here: it goes through stdin."""
+    env = dict(os.environ)
+    for var in ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP"):
+        env.pop(var, None)  # Blender's own Python settings must not leak into the engine's Python
+    for name, value in (extra or {}).items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise TypeError(f"env: names and values must be strings, got {name!r}: {value!r}")
+        env[name] = value
+    env.pop(transport.ENV_KEY, None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, (extra or {}).get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
 def _default_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -312,13 +333,17 @@ class EngineClient:
               env: dict[str, str] | None = None, log_path: str | None = None, start_timeout: float = 60.0,
               client_name: str = "facefusion") -> EngineClient:
         """Launch ``python -m engine serve`` (cwd and PYTHONPATH = ``root``, the folder holding ``engine/``)
-        and connect. The key goes through the engine's stdin, never its command line; the engine exits
-        when this process dies. ``log_path``: the engine's stderr (default: this process's stderr)."""
+        and connect. The key goes through the engine's stdin, never its command line or environment; the
+        engine exits when this process dies. ``env``: variables added to (or replacing) this process's
+        environment for the engine, e.g. ``{"OCIO": <Blender's config.ocio>, "FACE_FUSION_MODELS_DIR": ...}``
+        (Blender's PYTHONHOME/PYTHONPATH/PYTHONSTARTUP are never passed on). ``log_path``: the engine's
+        stderr (default: this process's stderr). A failed start leaves no process and no folder behind."""
         self = cls()
         self.client_name = client_name
         self._launch = {"python": python, "root": root or _default_root(), "models_dir": models_dir,
                         "device": device, "allowed_output_roots": list(allowed_output_roots),
-                        "render_workers": render_workers, "extra_args": list(extra_args), "env": env,
+                        "render_workers": render_workers, "extra_args": list(extra_args),
+                        "env": dict(env) if env else None,
                         "log_path": log_path, "start_timeout": start_timeout}
         self._spawn()
         return self
@@ -349,11 +374,29 @@ class EngineClient:
         self._open(address, key)
 
     def _spawn(self) -> None:
+        self.socket_dir = tempfile.mkdtemp(prefix="ffe-")  # mode 0700; holds engine.json with the key
+        try:
+            self._spawn_in(self.socket_dir)
+        except BaseException:
+            # Nothing of a failed start may stay behind: not the process, not the folder with the key.
+            self._close_channel()
+            if self.process is not None:
+                try:
+                    if self.process.stdin:
+                        self.process.stdin.close()
+                except OSError:
+                    pass
+                self._kill_process()
+                self.process = None
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
+            self.socket_dir = None
+            raise
+
+    def _spawn_in(self, socket_dir: str) -> None:
         opts = self._launch
         assert opts is not None
         key = os.urandom(32)
-        self.socket_dir = tempfile.mkdtemp(prefix="ffe-")  # mode 0700
-        cmd = [opts["python"], "-m", "engine", "serve", "--socket-dir", self.socket_dir, "--key-stdin",
+        cmd = [opts["python"], "-m", "engine", "serve", "--socket-dir", socket_dir, "--key-stdin",
                "--watch-stdin", "--device", opts["device"], "--render-workers", str(opts["render_workers"])]
         if sys.platform != "win32":
             cmd += ["--parent-pid", str(os.getpid())]
@@ -362,11 +405,7 @@ class EngineClient:
         for root in opts["allowed_output_roots"]:
             cmd += ["--allowed-output-root", str(root)]
         cmd += opts["extra_args"]
-        env = dict(os.environ if opts["env"] is None else opts["env"])
-        for var in ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP", transport.ENV_KEY):
-            env.pop(var, None)  # Blender's own Python settings must not leak into the engine's Python
-        env["PYTHONPATH"] = opts["root"]
-        env["PYTHONUNBUFFERED"] = "1"
+        env = _child_env(opts["root"], opts["env"])
         self.log_path = opts["log_path"]
         stderr = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115 (handed to Popen)
         flags = 0x08000000 if sys.platform == "win32" else 0  # CREATE_NO_WINDOW
@@ -395,14 +434,12 @@ class EngineClient:
                 raise EngineStartError(f"the engine exited during start-up with code {proc.returncode}"
                                        f"{self._log_hint()}")
             if time.monotonic() > deadline:
-                self._kill_process()
                 raise EngineStartError(f"the engine did not start within {opts['start_timeout']:g} s"
                                        f"{self._log_hint()}")
         if not ready:
             try:
                 code = proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                self._kill_process()
                 raise EngineStartError("the engine closed its output without saying it was ready"
                                        f"{self._log_hint()}") from None
             raise EngineStartError(f"the engine exited during start-up with code {code}{self._log_hint()}")
@@ -538,11 +575,14 @@ class EngineClient:
                 how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
                 reason = f"the engine (pid {self.process.pid}) {how}{self._log_hint()}"
         # Clean up first, so whoever is told "EngineDied" finds no leftover segment or partial file.
+        pid = self.info.get("pid")
         self._cleanup_dead_engine()
         with self._lock:
             dirs = {j.output_dir for j in self._jobs.values() if j.output_dir and not j.done}
-        for d in dirs:
-            remove_partial_files(d)
+        if pid is not None and not transport.pid_alive(pid):
+            for d in dirs:
+                # Only the dead engine's own temporary files: other hosts (render farm) may share the folder.
+                outputs.sweep_partials(d, dead_pid=pid)
         self._dead = reason
         self._fail_all(reason)
 
@@ -916,24 +956,6 @@ class EngineClient:
         if not out:
             self._raise_if_dead()
         return out
-
-
-def remove_partial_files(folder: str) -> list[str]:
-    """Remove the hidden temporary files an EXR writer killed mid-write leaves (``.name.*.partial.exr``,
-    ``*.exr.tmp``); finished frames are only ever renamed into place, so they are never touched."""
-    removed = []
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return removed
-    for name in names:
-        if (name.startswith(".") and name.endswith(".partial.exr")) or name.endswith(".exr.tmp"):
-            try:
-                os.unlink(os.path.join(folder, name))
-                removed.append(name)
-            except OSError:
-                pass
-    return removed
 
 
 class _JobPending(_Pending):

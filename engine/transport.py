@@ -39,8 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from . import protocol
-from .outputs import pid_alive  # noqa: F401 (re-exported: one rule for 'is that process alive')
+from . import outputs, protocol
+
+pid_alive = outputs.pid_alive  # one rule for 'is that process alive' (engine/outputs.py), re-exported here
 
 SEGMENT_PREFIX = "ffe"
 HEADER_BYTES = 4096
