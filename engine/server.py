@@ -34,7 +34,7 @@ from engine import PROTOCOL_VERSION, __version__, protocol, transport
 from engine import settings as settings_schema
 from engine.errors import EngineError, JobCancelled
 from engine.job import ImageInput
-from engine.server_jobs import EngineHolder, JobOutput, run_analyse, run_echo, run_preview, run_render
+from engine.server_jobs import EngineHolder, EngineReport, JobOutput, run_analyse, run_echo, run_preview, run_render
 
 log = logging.getLogger("engine.server")
 
@@ -138,6 +138,7 @@ class Server:
         self.interactive_queue: deque[Job] = deque()
         self.queue_cv = threading.Condition(self.lock)
         self.engines = EngineHolder(opts.models_dir, opts.device)
+        self.report = EngineReport(opts.models_dir)
         self.started = time.monotonic()
         self.last_active = time.monotonic()
         self.allowed_roots = [os.path.realpath(os.path.expanduser(r)) for r in opts.allowed_output_root or []] \
@@ -325,7 +326,8 @@ class Server:
             client.pid = req["pid"]
             return {"protocol": PROTOCOL_VERSION, "engine_version": __version__, "pid": os.getpid(),
                     "client_id": client.id, "device": self.opts.device,
-                    "allowed_output_roots": self.allowed_roots, "max_slot_bytes": self.opts.max_slot_bytes}
+                    "allowed_output_roots": self.allowed_roots, "max_slot_bytes": self.opts.max_slot_bytes,
+                    **self.report.get()}
         if not client.greeted:
             raise RequestError(f"say 'hello' with protocol {PROTOCOL_VERSION} before '{op}'")
         if op == "ping":
@@ -343,6 +345,7 @@ class Server:
         return self._submit(client, req)
 
     def _status(self, client: ClientConn) -> dict[str, Any]:
+        report = self.report.get()  # outside the lock: the first call imports onnxruntime
         with self.lock:
             jobs = [{"id": j.id, "kind": j.kind, "state": j.state, "client": j.client.id,
                      "mine": j.client is client, **j.progress}
@@ -353,7 +356,8 @@ class Server:
                     "slots": {"count": len(self.slots),
                               "bytes": sum(e.slot.capacity for e in self.slots.values()),
                               "mine": sorted(client.slots)},
-                    "render_workers": self.opts.render_workers, "allowed_output_roots": self.allowed_roots}
+                    "render_workers": self.opts.render_workers, "allowed_output_roots": self.allowed_roots,
+                    **report}
 
     # ----------------------------------------------------------------------------------------- slots
 
@@ -598,9 +602,17 @@ class Server:
                 self._drop_slot(name)
                 entry = None
         if entry is None:
-            slot = self._new_slot(job.client, nbytes)
+            try:
+                slot = self._new_slot(job.client, nbytes)
+            except RequestError:
+                if not job.client.alive:
+                    raise JobCancelled() from None  # the client is gone: nobody to report to
+                raise
             with self.lock:
-                self.slots[slot.name].busy_job = job.id
+                new = self.slots.get(slot.name)
+                if new is None:  # the client disconnected just now, and its slots went with it
+                    raise JobCancelled()
+                new.busy_job = job.id
                 job.slots.append(slot.name)
         else:
             slot = entry.slot

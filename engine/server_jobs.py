@@ -8,6 +8,7 @@ is imported lazily, so ``echo`` (transport checks, the benchmark) never loads a 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,24 +47,85 @@ class JobOutput:
 
 
 class EngineHolder:
-    """One ``Engine`` per worker thread, made on first use (model sessions are not shared across threads)."""
+    """The one ``Engine`` every worker (renders and interactive jobs) shares, made on first use.
+
+    Sharing is safe: ``Engine`` builds its models and fills its caches (source identities, textures,
+    upscalers, the onnxruntime ``Runtime``) under its own lock, holds that lock around every dlib call
+    (dlib models are not thread-safe), and keeps each job's state in a separate ``_Shot``; onnxruntime
+    sessions are thread-safe. It saves memory (one copy of each model, on the GPU too) and lets a preview
+    and a bake of the same source share its identity and textures. The cost: dlib analysis calls of
+    concurrent jobs take turns, one frame at a time.
+    """
 
     def __init__(self, models_dir: str | None, device: str) -> None:
         self.models_dir = models_dir
         self.device = device
-        self._local = threading.local()
+        self._engine: Any = None
+        self._lock = threading.Lock()
 
     def get(self) -> Any:
-        engine = getattr(self._local, "engine", None)
-        if engine is None:
-            try:
-                from engine.pipeline import Engine
-            except ImportError as exc:
-                raise EngineError(f"the engine's pipeline cannot be loaded ({exc})",
-                                  "reinstall the engine environment") from None
-            engine = Engine(models_dir=self.models_dir, device=self.device)
-            self._local.engine = engine
-        return engine
+        with self._lock:
+            if self._engine is None:
+                try:
+                    from engine.pipeline import Engine
+                except ImportError as exc:
+                    raise EngineError(f"the engine's pipeline cannot be loaded ({exc})",
+                                      "reinstall the engine environment") from None
+                self._engine = Engine(models_dir=self.models_dir, device=self.device)
+            return self._engine
+
+
+class EngineReport:
+    """What this engine can run on and with, for ``hello`` and ``status``: the execution providers
+    onnxruntime offers here and the catalogue's models with their install status in the models folder.
+    Cheap to ask often: providers are read once, the model list at most every ``ttl`` seconds."""
+
+    def __init__(self, models_dir: str | None, ttl: float = 5.0) -> None:
+        self.models_dir = models_dir
+        self.ttl = ttl
+        self._lock = threading.Lock()
+        self._providers: dict[str, Any] | None = None
+        self._models: dict[str, Any] = {}
+        self._models_at = -1e9
+
+    def get(self) -> dict[str, Any]:
+        with self._lock:
+            if self._providers is None:
+                self._providers = _providers()
+            if time.monotonic() - self._models_at > self.ttl:
+                self._models = _models(self.models_dir)
+                self._models_at = time.monotonic()
+            return {**self._providers, **self._models}
+
+
+def _providers() -> dict[str, Any]:
+    try:
+        from engine.runtime import providers
+    except ImportError as exc:
+        return {"providers": [], "providers_error": f"cannot load the runtime ({exc})"}
+    try:
+        import onnxruntime
+
+        # Short names (cpu, cuda, tensorrt, ...) as --device takes them, and onnxruntime's own list.
+        return {"providers": providers.available(), "onnxruntime_providers": onnxruntime.get_available_providers()}
+    except ImportError as exc:
+        return {"providers": [], "providers_error": f"onnxruntime is not installed in the engine ({exc})"}
+
+
+def _models(models_dir: str | None) -> dict[str, Any]:
+    """The same status ``python -m engine models list`` shows (its own function, not a copy)."""
+    try:
+        from engine.models import catalogue
+        from engine.models.command import _status
+
+        entries = catalogue.load()
+        folder = catalogue.models_dir(models_dir)
+        status = {mid: _status(entry, folder) for mid, entry in entries.items()}
+    except Exception as exc:  # a broken catalogue or folder must not break hello/status
+        return {"models": [], "model_status": {}, "models_known": 0, "models_dir": models_dir or "",
+                "models_error": f"{type(exc).__name__}: {exc}"}
+    return {"models": [mid for mid, st in status.items() if st == "installed" or entries[mid].embedded],
+            "model_status": status, "models_known": len(entries), "models_dir": str(folder)}
 
 
 def _jsonable(value: Any) -> Any:

@@ -69,7 +69,8 @@ def engine(work):
 
 
 def exr_files(folder: str) -> list[str]:
-    return sorted(n for n in os.listdir(folder) if n.endswith(".exr")) if os.path.isdir(folder) else []
+    return sorted(n for n in os.listdir(folder) if n.endswith(".exr") and not n.startswith(".")) \
+        if os.path.isdir(folder) else []
 
 
 def partial_files(folder: str) -> list[str]:
@@ -220,6 +221,14 @@ def test_engine_killed_mid_render(work, shot):
         # also hold a pixel slot at the moment of the crash
         client.echo(np.ones((64, 64, 4), np.float32))
         assert segments_of(pid)
+        # Other writers' files in the same folder (render farm: one cache folder, many hosts) are not the
+        # dead engine's to remove: another host's, and a live writer's on this host.
+        from engine.outputs import _host
+
+        others = [f".facefusion.0098.exr.farmnode7.{pid}.ab12cd.partial.exr",
+                  f".facefusion.0099.exr.{_host()}.{os.getpid()}.ef34gh.partial.exr"]
+        for name in others:
+            open(os.path.join(out, name), "wb").close()
         os.kill(pid, signal.SIGKILL)
         t0 = time.monotonic()
         with pytest.raises(EngineDied, match="killed by signal 9"):
@@ -227,7 +236,7 @@ def test_engine_killed_mid_render(work, shot):
         assert time.monotonic() - t0 < 2.0
         with pytest.raises(EngineDied):
             client.status()
-        assert not partial_files(out)
+        assert sorted(partial_files(out)) == sorted(others)  # nothing of the dead engine's own is left
         for name in exr_files(out):
             read_pixels(os.path.join(out, name))  # every frame that exists is complete
         assert segments_of(pid) == []
@@ -439,6 +448,62 @@ def test_start_failures_are_explained(tmp_path):
     with pytest.raises(EngineStartError, match="exited during start-up") as info:
         EngineClient.start(PY, root=str(tmp_path), log_path=log)  # no engine/ package there
     assert log in str(info.value) and "No module named engine" in open(log).read()
+
+
+def _fake_python(tmp_path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_failed_starts_leave_no_socket_folder(tmp_path, monkeypatch):
+    from engine.client import EngineStartError
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # where the client's mkdtemp puts the socket folder
+    with pytest.raises(EngineStartError, match="cannot run the engine's Python"):
+        EngineClient.start(str(tmp_path / "no-python"))
+    with pytest.raises(EngineStartError, match="exited during start-up"):
+        EngineClient.start(_fake_python(tmp_path, "exits", "exit 3"))
+    with pytest.raises(EngineStartError, match="exited during start-up"):
+        EngineClient.start(PY, root=str(tmp_path))  # a real Python without engine/
+    with pytest.raises(EngineStartError, match="did not start within"):
+        EngineClient.start(_fake_python(tmp_path, "hangs", "exec sleep 30"), start_timeout=0.5)
+    with pytest.raises(EngineStartError, match="exited during start-up"):
+        EngineClient.start(_fake_python(tmp_path, "mute", "exec >&-; exit 0"))
+    assert os.listdir(tmp) == []
+
+
+def test_env_reaches_the_engine_but_the_key_never_does(tmp_path, work):
+    models = tmp_path / "models"
+    models.mkdir()
+    ocio = str(tmp_path / "config.ocio")
+    with EngineClient.start(PY, root=ROOT, allowed_output_roots=[work],
+                            env={"FACE_FUSION_MODELS_DIR": str(models), "OCIO": ocio}) as c:
+        pid = c.info["pid"]
+        environ = dict(kv.split(b"=", 1) for kv in open(f"/proc/{pid}/environ", "rb").read().split(b"\0") if kv)
+        assert environ[b"OCIO"] == ocio.encode() and environ[b"FACE_FUSION_MODELS_DIR"] == str(models).encode()
+        assert transport.ENV_KEY.encode() not in environ
+        key = transport.read_connection_file(c.socket_dir)["key"].encode()
+        assert key not in open(f"/proc/{pid}/cmdline", "rb").read() and key not in b"".join(environ.values())
+        st = c.status()
+        assert st["models_dir"] == str(models)  # the engine took the models folder from env
+
+
+def test_status_reports_providers_and_models(engine):
+    from engine.models import catalogue
+    from engine.models.command import _status
+
+    for report in (engine.info, engine.status()):
+        assert "cpu" in report["providers"] and "CPUExecutionProvider" in report["onnxruntime_providers"]
+        folder = catalogue.models_dir(None)
+        entries = catalogue.load()
+        assert report["models_known"] == len(entries) and report["models_dir"] == str(folder)
+        assert report["model_status"] == {mid: _status(e, folder) for mid, e in entries.items()}
+        assert set(report["models"]) == {m for m, st in report["model_status"].items()
+                                         if st == "installed" or entries[m].embedded}
 
 
 BLENDER_PYTHON = os.path.join(ROOT, ".venv-bpy-4.2", "bin", "python")
