@@ -7,11 +7,12 @@ reuses it across jobs. It never touches Blender.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,9 +74,10 @@ class Engine:
         self._detector: DlibDetector | None = None
         self._landmarker: DlibLandmarker | None = None
         self._recognizer: DlibRecognizer | None = None
-        self._sources: dict[str, SourceIdentity] = {}
+        # Bounded: a long-lived engine sees many sources over a session (edited photos, packed images).
+        self._sources: OrderedDict[str, tuple[SourceIdentity, list[str]]] = OrderedDict()
         self._upscalers: dict[int, Any] = {}
-        self._textures: dict[tuple[str, bool, int], SourceTexture] = {}
+        self._textures: OrderedDict[tuple[str, bool, int], SourceTexture] = OrderedDict()
 
     # ---- analysis -----------------------------------------------------------------------------------------
     def _models(self) -> tuple[DlibDetector, DlibLandmarker, DlibRecognizer]:
@@ -101,11 +103,13 @@ class Engine:
             if key not in self._sources:
                 msgs: list[str] = []
                 ident = analyse_sources(sources, lambda u8, up: self.analyse_u8(u8, up, embed=True), msgs.append)
-                self._sources[key] = ident
-                self._sources[key + "#warnings"] = msgs  # type: ignore[assignment]
-            for msg in self._sources[key + "#warnings"]:  # type: ignore[union-attr]
+                self._sources[key] = (ident, msgs)
+                _trim(self._sources)
+            self._sources.move_to_end(key)
+            ident, msgs = self._sources[key]
+            for msg in msgs:
                 warn({"type": "warning", "frame": None, "message": msg})
-            return self._sources[key]
+            return ident
 
     def texture(self, identity: SourceIdentity, settings: dict[str, Any]) -> SourceTexture:
         """The source texture (and its super-resolved versions), shared by every job with the same source."""
@@ -115,6 +119,8 @@ class Engine:
                 denoise = settings["sr_denoise"]
                 factory = (lambda: self._upscaler(denoise)) if settings["super_resolution"] else None
                 self._textures[key] = SourceTexture(identity.best, factory)
+                _trim(self._textures)
+            self._textures.move_to_end(key)
             return self._textures[key]
 
     def runtime(self):
@@ -141,7 +147,7 @@ class Engine:
         settings = _checked_settings(job.settings)
         out_dir = _prepare_output(job.output_dir)
         sweep_partials(out_dir)  # what a killed earlier run left mid-write
-        plate = Plate(job.plate)
+        plate = Plate(_plate_input(job.plate, settings))
         try:
             first, last = _frame_range(plate, job.frame_start, job.frame_end)
             todo = [f for f in range(first, last + 1) if not (
@@ -162,7 +168,7 @@ class Engine:
 
     def preview(self, job: SwapJob, frame: int) -> PreviewResult:
         settings = _checked_settings(job.settings)
-        plate = Plate(job.plate)
+        plate = Plate(_plate_input(job.plate, settings))
         warnings: list[str] = []
         try:
             _frame_range(plate, frame, frame)
@@ -174,7 +180,7 @@ class Engine:
             shot = _Shot(self, job, settings, plate, identity, collect, None)
             shot.analyse([frame])
             pending = shot.swap_frame(frame)
-            layers, out_rgba = shot.finish(pending, {})
+            layers, out_rgba = shot.finish(pending, {})  # one frame: no neighbours to steady the colour
         finally:
             plate.close()
         return PreviewResult(out_rgba, layers.mattes, len(pending.faces), warnings + pending.warnings)
@@ -182,7 +188,7 @@ class Engine:
     def analyse(self, plate_input: ImageInput, frame: int, settings: dict[str, Any]) -> list[dict[str, Any]]:
         """Faces in one plate frame, for a face picker: box, landmarks, embedding and a 96 px thumbnail."""
         settings = _checked_settings(settings)
-        plate = Plate(plate_input)
+        plate = Plate(_plate_input(plate_input, settings))
         try:
             _frame_range(plate, frame, frame)
             rgba, gamut = plate.read(frame)
@@ -219,11 +225,11 @@ class _Shot:
         else:
             from engine.stages import registry
 
-            runtime = engine.runtime()
-            self.swapper = registry.create("swap", settings["swapper"], runtime)
-            for report in runtime.reports():  # say what each model really runs on, never a silent fallback
+            self.swapper = registry.create("swap", settings["swapper"], engine.runtime())
+        self.refiner = Refiner(engine, settings)
+        if engine._runtime is not None:  # say once what each neural model really runs on: never a silent fallback
+            for report in engine._runtime.reports():
                 on_event({"type": "provider", **report.to_dict()})
-        self.refiner = Refiner(engine, settings, on_event)
         self.selected: dict[int, list[Face]] = {}
         self.radius = settings["temporal_smoothing"]
 
@@ -235,7 +241,10 @@ class _Shot:
     def analyse(self, todo: list[int]) -> None:
         if not todo:
             return
-        need = sorted({g for f in todo for g in range(f - self.radius, f + self.radius + 1)} & set(self.plate.frames))
+        # Frame f's colour averages f +- radius, whose geometry is smoothed over +- radius again: analyse +- 2 radius
+        # so every rendered frame sees full windows, whatever range the job was given (chunked farm renders).
+        margin = 2 * self.radius
+        need = sorted({g for f in todo for g in range(f - margin, f + margin + 1)} & set(self.plate.frames))
         embed = self.s["face_selector"] == "reference"
         raw: dict[int, list[Face]] = {}
         for i, f in enumerate(need):
@@ -246,7 +255,7 @@ class _Shot:
             self.emit({"type": "progress", "stage": "analyse", "done": i + 1, "total": len(need)})
         tracks = [track.smooth(track.fill_gaps(t), self.radius) for t in track.link(raw)]
         keep = self._select_tracks(tracks, raw)
-        for f in todo:
+        for f in need:  # neighbours too: their skin statistics steady the colour match of the frames we render
             faces = [t[f] for tid, t in enumerate(tracks) if f in t and tid in keep.get(f, set())]
             self.selected[f] = sorted(faces, key=lambda face: face.centre[0])
 
@@ -320,9 +329,8 @@ class _Shot:
             for face in self.selected.get(f, []):
                 if face.landmarks68 is None:
                     continue
-                size = self.swapper.size or crop_size_for(face.size)  # 0: the geometric swapper takes any size
+                size, m = self._crop_geometry(face)
                 self.sr_steps.add(self.texture.steps_for(face.size))
-                m = crop_matrix(face.kps5, self.swapper.template, size)
                 crops.append({"face": face, "size": size, "m": m, "target": warp_crop(srgb, m, size),
                               "lm": transform_points(m, face.landmarks68)})
                 owner.append(len(pendings))
@@ -346,13 +354,36 @@ class _Shot:
                 layers[name] = crop_mattes[i]
             swapped709 = colour.srgb_decode(extra.crops[i])
             target709 = colour.to_rec709(warp_crop(np.ascontiguousarray(p.plate[..., :3]), m, size), p.gamut)
-            params = None
-            if mode != "none" and self.s["colour_strength"] > 0:
-                params = colour_match.estimate(swapped709, target709, masks.skin_matte(pts78, lm, size), mode)
+            skin = masks.skin_matte(pts78, lm, size)
             keep = (keeps[i], target709) if keeps is not None else None
             p.faces.append({"track": c["face"].track_id, "m": m, "swapped709": swapped709, "matte": matte,
-                            "params": params, "keep": keep, "layers": layers})
+                            "skin": skin, "stats": colour_match.skin_stats(target709, skin) if mode != "none"
+                            else None, "keep": keep, "layers": layers})
         return pendings
+
+    def _crop_geometry(self, face: Face) -> tuple[int, np.ndarray]:
+        size = self.swapper.size or crop_size_for(face.size)  # 0: the geometric swapper takes any size
+        return size, crop_matrix(face.kps5, self.swapper.template, size)
+
+    def target_stats(self, f: int) -> dict[int, colour_match.SkinStats]:
+        """Skin statistics of the plate's faces in frame ``f`` (by track), without swapping: the colour match of
+        a frame averages its neighbours' whether or not this job renders them, so pixels never depend on the
+        frame range a job was given."""
+        out: dict[int, colour_match.SkinStats] = {}
+        if self.s["colour_match"] == "none" or not self.selected.get(f):
+            return out
+        rgba, gamut = self.plate.read(f)
+        plate_rgb = np.ascontiguousarray(rgba[..., :3])
+        for face in self.selected[f]:
+            if face.landmarks68 is None:
+                continue
+            size, m = self._crop_geometry(face)
+            lm = transform_points(m, face.landmarks68)
+            skin = masks.skin_matte(face_mesh.with_forehead(lm), lm, size)
+            st = colour_match.skin_stats(colour.to_rec709(warp_crop(plate_rgb, m, size), gamut), skin)
+            if st is not None:
+                out[face.track_id] = st
+        return out
 
     def _swap_crops(self, crops: list[dict[str, Any]]):
         """(swapped sRGB crops, model masks or None, keep masks or None), one entry per crop."""
@@ -369,18 +400,22 @@ class _Shot:
         keeps = [k for r in results for k in r.keep] if all(r.keep is not None for r in results) else None
         return swapped, model_masks, keeps
 
-    def finish(self, p: _Pending, history: dict[int, deque]) -> tuple[FrameLayers, np.ndarray]:
-        """Colour match (parameters averaged over the track's neighbouring frames), paste, composite."""
+    def finish(self, p: _Pending, stats: dict[tuple[int, int], colour_match.SkinStats]
+               ) -> tuple[FrameLayers, np.ndarray]:
+        """Colour match (to the track's skin statistics averaged over +-radius frames), paste, composite."""
         h, w = p.plate.shape[:2]
         layers = empty_layers(h, w)
         mode = self.s["colour_match"]
         for i, fc in enumerate(p.faces):
             lin709 = fc["swapped709"]
-            vecs = [v for fr, v in history.get(fc["track"], ()) if abs(fr - p.frame) <= self.radius]
-            if fc["params"] is not None and not vecs:
-                vecs = [fc["params"].as_vector()]
-            if vecs:
-                params = colour_match.ColourParams.from_vector(np.mean(vecs, axis=0))
+            window = [stats[(fc["track"], g)] for g in range(p.frame - self.radius, p.frame + self.radius + 1)
+                      if (fc["track"], g) in stats]
+            if not window and fc["stats"] is not None:
+                window = [fc["stats"]]
+            params = None
+            if window and self.s["colour_strength"] > 0:
+                params = colour_match.estimate_to(lin709, fc["skin"], colour_match.SkinStats.mean(window), mode)
+            if params is not None:
                 lin709 = colour_match.apply(lin709, params, mode, self.s["colour_strength"])
             if fc["keep"] is not None:  # the target's own eyes and mouth, untouched by the colour match
                 k, target709 = fc["keep"]
@@ -398,7 +433,12 @@ class _Shot:
 
     def render(self, todo: list[int], out_dir: str) -> int:
         """Swap frames in order; finish each once its neighbours' colour parameters are known."""
-        history: dict[int, deque] = {}
+        stats: dict[tuple[int, int], colour_match.SkinStats] = {}
+        todo_set = set(todo)
+        near = {g for f in todo for g in range(f - self.radius, f + self.radius + 1)}
+        for g in sorted((near & set(self.selected)) - todo_set):  # neighbours this job does not render
+            self._check_cancel()
+            stats.update({(tid, g): st for tid, st in self.target_stats(g).items()})
         pending: deque[_Pending] = deque()
         written = 0
         t0 = time.perf_counter()
@@ -406,10 +446,12 @@ class _Shot:
         def flush(p: _Pending) -> None:
             nonlocal written
             self._check_cancel()
-            layers, rgba = self.finish(p, history)
+            layers, rgba = self.finish(p, stats)
             path = os.path.join(out_dir, output_name(self.job.file_prefix, p.frame))
+            # Half by default; a composite of a 32-bit float plate stays float so untouched pixels keep their bits.
+            full = self.s["output_mode"] == "composite" and self.plate.full_float
             write_exr(path, rgba, layers.mattes, interop_id=colour.GAMUT_INTEROP[p.gamut],
-                      attributes=self._attributes(p))
+                      attributes=self._attributes(p), half=not full)
             written += 1
             for msg in p.warnings:
                 self.emit({"type": "warning", "frame": p.frame, "message": msg})
@@ -426,9 +468,8 @@ class _Shot:
             frames = todo[start:start + chunk]
             for p in self.swap_frames(frames):
                 for fc in p.faces:
-                    if fc["params"] is not None:
-                        history.setdefault(fc["track"], deque(maxlen=2 * self.radius + chunk)).append(
-                            (p.frame, fc["params"].as_vector()))
+                    if fc["stats"] is not None:
+                        stats[(fc["track"], p.frame)] = fc["stats"]
                 pending.append(p)
             while pending and (pending[0].frame + self.radius <= frames[-1]):
                 flush(pending.popleft())
@@ -459,6 +500,14 @@ def _models_used(settings: dict[str, Any], sr_steps: set[int]) -> list[str]:
     return used
 
 
+CACHED_SOURCES = 4  # source identities and textures an engine keeps
+
+
+def _trim(cache: OrderedDict) -> None:
+    while len(cache) > CACHED_SOURCES:
+        cache.popitem(last=False)
+
+
 def _checked_settings(values: dict[str, Any]) -> dict[str, Any]:
     try:
         return schema.validate(values)
@@ -481,6 +530,9 @@ def _prepare_output(path: Any) -> str:
 
 
 def _frame_range(plate: Plate, start: int | None, end: int | None) -> tuple[int, int]:
+    if plate.still:  # pixels handed over without a frame number stand for whatever frame is asked
+        first = 1 if start is None else start
+        plate.pin_frames(first, first if end is None else end)
     lo, hi = plate.frames[0], plate.frames[-1]
     a = lo if start is None else start
     b = hi if end is None else end
@@ -489,11 +541,19 @@ def _frame_range(plate: Plate, start: int | None, end: int | None) -> tuple[int,
     if a < lo or b > hi:
         raise EngineError(f"frame range {a}-{b} is outside the plate '{plate.describe()}' ({lo}-{hi})",
                           f"choose frames between {lo} and {hi}")
-    missing = [f for f in range(a, b + 1) if f not in set(plate.frames)]
+    have = set(plate.frames)
+    missing = [f for f in range(a, b + 1) if f not in have]
     if missing:
         raise EngineError(f"the plate sequence has no frame {missing[0]} (of {len(missing)} missing)",
                           "render the missing frames or choose a range without gaps")
     return a, b
+
+
+def _plate_input(plate: ImageInput, settings: dict[str, Any]) -> ImageInput:
+    """The plate with the colour space the settings name, when the plate itself leaves it to 'auto'."""
+    if plate.colorspace.strip().lower() in ("", "auto") and settings["colorspace"].strip().lower() != "auto":
+        return dataclasses.replace(plate, colorspace=settings["colorspace"])
+    return plate
 
 
 def _input_key(src: ImageInput) -> list[Any]:

@@ -105,3 +105,42 @@ def test_matte_follows_the_known_camera_motion(photos, tmp_path, radius):
     spread = np.linalg.norm(np.array(centres) - np.mean(centres, axis=0), axis=1).max()
     scale = np.sqrt(np.linalg.det(mats[0][:, :2]))
     assert spread * scale < 3.0, f"matte wanders {spread * scale:.2f} px against the camera motion"
+
+
+def test_pixels_do_not_depend_on_the_job_frame_range(t1_shot, photos, tmp_path):
+    """A farm renders a shot in chunks and render_pre bakes single frames: each frame must come out the same
+    as in one whole-shot job (colour statistics come from the same neighbours)."""
+    whole, chunks = tmp_path / "whole", tmp_path / "chunks"
+    src = [ImageInput(path=photos["astronaut"])]
+    eng = Engine()
+    eng.run(SwapJob(sources=src, plate=ImageInput(path=t1_shot["pattern"]), output_dir=str(whole), settings={}))
+    for a, b in ((1, 1), (2, 3), (4, 4)):
+        eng.run(SwapJob(sources=src, plate=ImageInput(path=t1_shot["pattern"]), output_dir=str(chunks),
+                        settings={}, frame_start=a, frame_end=b))
+    for f in range(1, 5):
+        name = f"facefusion.{f:04d}.exr"
+        a, _ = read(str(whole / name))
+        b, _ = read(str(chunks / name))
+        for ch in ("R", "G", "B", "A", "FaceMatte.A"):
+            assert np.array_equal(a[ch], b[ch]), (name, ch)
+
+
+def test_float32_plate_composite_keeps_every_untouched_bit(photos, tmp_path):
+    import OpenImageIO as oiio
+
+    photo = shots.load_photo_linear("t1")[230:480, 380:630]
+    frames, _ = shots.render_shot(photo, (256, 256), 1, shots.CameraMove(pan=(0, 0), zoom=(1, 1), roll_deg=(0, 0)))
+    plate = frames[0] * np.float32(1.0001)  # values that half floats cannot hold
+    path = str(tmp_path / "plate.exr")
+    out = oiio.ImageOutput.create(path)
+    out.open(path, oiio.ImageSpec(256, 256, 4, oiio.FLOAT))
+    out.write_image(plate)
+    out.close()
+    job = SwapJob(sources=[ImageInput(path=photos["astronaut"])], plate=ImageInput(path=path),
+                  output_dir=str(tmp_path / "out"), settings={"output_mode": "composite"})
+    Engine().run(job)
+    ch, _ = read(str(tmp_path / "out" / "facefusion.0001.exr"))
+    zero = ch["FaceMatte.A"] == 0
+    assert ch["FaceMatte.A"].max() > 0.9 and zero.mean() > 0.3
+    result = np.stack([ch["R"], ch["G"], ch["B"], ch["A"]], -1)
+    assert np.array_equal(result[zero], plate[zero])

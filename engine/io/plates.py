@@ -26,6 +26,7 @@ _PRINTF = re.compile(r"%0?(\d*)d")
 class ImageFile:
     rgba: np.ndarray  # float32 (H, W, 4) as stored (not yet colour converted)
     is_float: bool
+    full_float: bool = False  # stored as 32-bit float: writing it back as half would change its bits
 
 
 def read_image_file(path: str, what: str = "image") -> ImageFile:
@@ -50,7 +51,9 @@ def read_image_file(path: str, what: str = "image") -> ImageFile:
         inp.close()
     pixels = np.asarray(pixels, dtype=np.float32).reshape(spec.height, spec.width, spec.nchannels)
     is_float = spec.format.basetype in (oiio.FLOAT, oiio.HALF, oiio.DOUBLE)
-    return ImageFile(_to_rgba(pixels, list(spec.channelnames), spec.alpha_channel), is_float)
+    formats = list(spec.channelformats) or [spec.format]
+    full = any(f.basetype in (oiio.FLOAT, oiio.DOUBLE) for f in formats)
+    return ImageFile(_to_rgba(pixels, list(spec.channelnames), spec.alpha_channel), is_float, full)
 
 
 def _to_rgba(px: np.ndarray, names: list[str], alpha_channel: int) -> np.ndarray:
@@ -88,6 +91,8 @@ class Plate:
         self._movie = None
         self._files: dict[int, str] = {}
         self._pixels: np.ndarray | None = None
+        self.still = False  # in-memory pixels: one image that stands for any frame asked for (pin_frames)
+        self.full_float = False
         path = src.path
         if src.pixels is not None:
             px = np.asarray(src.pixels, dtype=np.float32)
@@ -96,8 +101,10 @@ class Plate:
             rgba = np.ones(px.shape[:2] + (4,), np.float32)
             rgba[..., : px.shape[2]] = px
             self._pixels = rgba
-            self.frames = [int(src.name) if src.name.isdigit() else 1]
+            self.frames = [1]
+            self.still = True
             self.is_float = True
+            self.full_float = np.asarray(src.pixels).dtype != np.float16
         elif not path:
             raise EngineError(f"no {what} given", f"pass a {what} file, sequence pattern or movie")
         elif os.path.splitext(path)[1].lower() in MOVIE_EXTENSIONS:
@@ -116,17 +123,24 @@ class Plate:
                 raise EngineError(f"{what} sequence '{path}' has no frames on disk",
                                   "check the folder and the #### / %04d part of the name")
             self.frames = sorted(self._files)
-            self.is_float = read_image_file(self._files[self.frames[0]], what).is_float
+            first = read_image_file(self._files[self.frames[0]], what)
+            self.is_float, self.full_float = first.is_float, first.full_float
         else:
             if not os.path.exists(path):
                 raise EngineError(f"{what} '{path}' does not exist", "check the path")
             self._files[1] = path
             self.frames = [1]
-            self.is_float = read_image_file(path, what).is_float
+            first = read_image_file(path, what)
+            self.is_float, self.full_float = first.is_float, first.full_float
         self.space = colour.resolve(src.colorspace, is_float_file=self.is_float)
 
     def describe(self) -> str:
         return self.src.describe()
+
+    def pin_frames(self, first: int, last: int) -> None:
+        """A still (in-memory pixels) stands for the frames of the job."""
+        if self.still:
+            self.frames = list(range(first, last + 1))
 
     def read_raw(self, frame: int) -> np.ndarray:
         """Frame as stored, float32 RGBA, no colour conversion."""

@@ -44,31 +44,53 @@ class ColourParams:
     lab_dst_mean: np.ndarray
     lab_dst_std: np.ndarray
 
-    def as_vector(self) -> np.ndarray:
-        return np.concatenate([np.log(self.gain), self.lab_src_mean, self.lab_src_std, self.lab_dst_mean,
-                               self.lab_dst_std])
+
+
+@dataclass
+class SkinStats:
+    """Statistics of a face's skin in linear light: what the match aims for. Plain numbers, so a track can
+    average them over neighbouring frames (no flicker) before the parameters are derived."""
+
+    mean_log: np.ndarray  # (3,)
+    lab_mean: np.ndarray  # (3,)
+    lab_std: np.ndarray  # (3,)
 
     @staticmethod
-    def from_vector(v: np.ndarray) -> ColourParams:
-        return ColourParams(np.exp(v[0:3]), v[3:6], v[6:9], v[9:12], v[12:15])
+    def mean(stats: list[SkinStats]) -> SkinStats:
+        return SkinStats(*(np.mean([getattr(x, k) for x in stats], axis=0) for k in ("mean_log", "lab_mean",
+                                                                                       "lab_std")))
 
 
-def estimate(swapped_lin: np.ndarray, target_lin: np.ndarray, skin: np.ndarray, mode: str) -> ColourParams | None:
-    """Parameters that take the swap's skin statistics to the target's. None when the skin area is too small."""
+def skin_stats(lin: np.ndarray, skin: np.ndarray) -> SkinStats | None:
+    """None when the skin area is too small to measure."""
+    sel = skin > 0.5
+    if sel.sum() < 50:
+        return None
+    px = lin[sel].astype(np.float64)
+    lab = lin_to_lab(px)
+    return SkinStats(np.log(np.maximum(px, _EPS)).mean(0), lab.mean(0), lab.std(0) + 1e-6)
+
+
+def estimate_to(swapped_lin: np.ndarray, skin: np.ndarray, target: SkinStats, mode: str) -> ColourParams | None:
+    """Parameters that take the swap's skin statistics to ``target``'s. None when the skin area is too small."""
     sel = skin > 0.5
     if sel.sum() < 50:
         return None
     s = swapped_lin[sel].astype(np.float64)
-    t = target_lin[sel].astype(np.float64)
     gain = np.ones(3)
     if mode in ("gain", "gain_reinhard"):
-        gain = np.exp(np.log(np.maximum(t, _EPS)).mean(0) - np.log(np.maximum(s, _EPS)).mean(0))
-        gain = np.clip(gain, 1 / 16, 16)
-    zeros, ones = np.zeros(3), np.ones(3)
+        gain = np.clip(np.exp(target.mean_log - np.log(np.maximum(s, _EPS)).mean(0)), 1 / 16, 16)
     if mode in ("reinhard", "gain_reinhard"):
-        ls, lt = lin_to_lab(s * gain), lin_to_lab(t)
-        return ColourParams(gain, ls.mean(0), ls.std(0) + 1e-6, lt.mean(0), lt.std(0) + 1e-6)
+        ls = lin_to_lab(s * gain)
+        return ColourParams(gain, ls.mean(0), ls.std(0) + 1e-6, target.lab_mean, target.lab_std)
+    zeros, ones = np.zeros(3), np.ones(3)
     return ColourParams(gain, zeros, ones, zeros, ones)
+
+
+def estimate(swapped_lin: np.ndarray, target_lin: np.ndarray, skin: np.ndarray, mode: str) -> ColourParams | None:
+    """Parameters that take the swap's skin statistics to the target's (one frame, no smoothing)."""
+    target = skin_stats(target_lin, skin)
+    return None if target is None else estimate_to(swapped_lin, skin, target, mode)
 
 
 def apply(swapped_lin: np.ndarray, p: ColourParams, mode: str, strength: float) -> np.ndarray:

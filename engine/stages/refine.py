@@ -45,7 +45,7 @@ def _to_3x3(m: np.ndarray) -> np.ndarray:
 
 
 class Refiner:
-    def __init__(self, engine: Any, settings: dict[str, Any], on_event: Callable[[dict], None] | None = None):
+    def __init__(self, engine: Any, settings: dict[str, Any]):
         self.blend = float(settings["enhancer_blend"])
         self.enhancer = self.parser = self.occluder = None
         wanted = {"enhance": settings["face_enhancer"], "parse": settings["face_parser"],
@@ -57,9 +57,6 @@ class Refiner:
         runtime = engine.runtime()
         made = {stage: registry.create(stage, mid, runtime) for stage, mid in wanted.items() if mid != "none"}
         self.enhancer, self.parser, self.occluder = made.get("enhance"), made.get("parse"), made.get("occlude")
-        if on_event is not None:
-            for report in runtime.reports():
-                on_event({"type": "provider", **report.to_dict()})
 
     def refine(self, crops: list[dict[str, Any]], swapped: list[np.ndarray]) -> Refined:
         out = Refined(crops=list(swapped))
