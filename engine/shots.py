@@ -106,8 +106,8 @@ def write_sequence(frames: list[np.ndarray], folder: str, name: str = "plate", e
     return os.path.join(folder, f"{name}.{'#' * 4}.{ext}")
 
 
-def write_movie(frames: list[np.ndarray], path: str, fps: int = 24) -> str:
-    """An H.264 (or MPEG-4 where x264 is missing) movie of the frames, 8-bit sRGB."""
+def write_movie(frames: list[np.ndarray], path: str, fps: int = 24, gop: int | None = None) -> str:
+    """An H.264 (or MPEG-4 where x264 is missing) movie of the frames, 8-bit sRGB; ``gop``: key frame interval."""
     import av
 
     with av.open(path, "w") as container:
@@ -119,6 +119,8 @@ def write_movie(frames: list[np.ndarray], path: str, fps: int = 24) -> str:
         stream.width = frames[0].shape[1]
         stream.height = frames[0].shape[0]
         stream.pix_fmt = "yuv420p"
+        if gop:
+            stream.codec_context.gop_size = gop
         for rgba in frames:
             rgb = (np.clip(colour.srgb_encode(rgba[..., :3]), 0, 1) * 255 + 0.5).astype(np.uint8)
             for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):

@@ -144,3 +144,19 @@ def test_float32_plate_composite_keeps_every_untouched_bit(photos, tmp_path):
     assert ch["FaceMatte.A"].max() > 0.9 and zero.mean() > 0.3
     result = np.stack([ch["R"], ch["G"], ch["B"], ch["A"]], -1)
     assert np.array_equal(result[zero], plate[zero])
+
+
+def test_movie_random_access_matches_sequential_decoding(tmp_path):
+    from engine.io.movie import Movie
+
+    photo = shots.load_photo_linear("t1")[150:520, 200:780]
+    frames, _ = shots.render_shot(photo, (160, 96), 30)
+    path = shots.write_movie(frames, str(tmp_path / "m.mp4"), gop=6)
+    seq = Movie(path)
+    reference = [seq.read(f) for f in range(1, 31)]
+    seq.close()
+    movie = Movie(path)
+    assert movie.frame_count == 30
+    for f in (17, 3, 30, 29, 12, 13, 1, 25, 6, 7):  # jumps forward and back, across key frames
+        assert np.array_equal(movie.read(f), reference[f - 1]), f
+    movie.close()

@@ -27,7 +27,8 @@ class Movie:
         self._deep = any(t in (self._stream.format.name or "") for t in ("10", "12", "16"))
         self.frame_count = self._count_frames()
         self._iter = None
-        self._next = 1
+        self._next: int | None = 1
+        self._counting = True
 
     def _count_frames(self) -> int:
         n = self._stream.frames
@@ -41,19 +42,60 @@ class Movie:
         self._container.seek(0)
         self._iter = self._container.decode(self._stream)
         self._next = 1
+        self._counting = True  # frame numbers by counting from the first frame: exact on any codec
+
+    def _frame_number(self, vf) -> int | None:
+        """1-based frame number from the presentation time; None when the stream has no usable timing."""
+        rate = self._stream.average_rate or self._stream.guessed_rate
+        if vf.pts is None or not rate or self._stream.time_base is None:
+            return None
+        start = self._stream.start_time or 0
+        return int(round(float((vf.pts - start) * self._stream.time_base * rate))) + 1
+
+    def _seek(self, frame: int) -> None:
+        """Jump to the key frame at or before ``frame`` (cost: one GOP, not the whole movie)."""
+        rate = self._stream.average_rate or self._stream.guessed_rate
+        if not rate or self._stream.time_base is None:
+            self._restart()
+            return
+        start = self._stream.start_time or 0
+        target = start + int((frame - 1) / rate / self._stream.time_base)
+        self._container.seek(target, stream=self._stream, backward=True, any_frame=False)
+        self._iter = self._container.decode(self._stream)
+        self._next = None
+        self._counting = False
+
+    def _decode_next(self):
+        try:
+            return next(self._iter)
+        except StopIteration:
+            return None
 
     def read(self, frame: int) -> np.ndarray:
         """Frame ``frame`` (1-based) as float32 RGBA with values as encoded (sRGB / Rec.709 video)."""
-        if self._iter is None or frame < self._next:
-            self._restart()  # sequential decode from the start: exact frame numbers on any codec
+        if not 1 <= frame <= self.frame_count:
+            raise EngineError(f"{self.what} '{self.path}' has no frame {frame} (1-{self.frame_count})",
+                              "choose a frame range inside the movie")
+        sequential = self._iter is not None and self._next is not None and self._next <= frame <= self._next + 12
+        if not sequential:
+            self._seek(frame) if frame > 1 else self._restart()
         vf = None
-        while self._next <= frame:
-            try:
-                vf = next(self._iter)
-            except StopIteration as exc:
+        while True:
+            vf = self._decode_next()
+            if vf is None:
                 raise EngineError(f"{self.what} '{self.path}' ends before frame {frame}",
-                                  "choose a frame range inside the movie") from exc
-            self._next += 1
+                                  "choose a frame range inside the movie")
+            if self._counting:
+                number = self._next
+                self._next += 1
+            else:
+                number = self._frame_number(vf)
+                if number is None or number > frame:  # no timing, or the seek overshot: count from the start
+                    self._restart()
+                    continue
+                self._next = number + 1
+            if number == frame:
+                break
         if self._deep:
             rgb = vf.to_ndarray(format="rgb48le").astype(np.float32) / 65535.0
         else:
