@@ -1,8 +1,4 @@
-"""`python -m engine swap --swapper <neural id>` on stand-in graphs, end to end (EXRs read back).
-
-Active once the lead's settings list the catalogue swappers (engine.models.catalogue.swapper_choices) and the
-pipeline builds neural swappers through engine.stages.registry; skipped until then.
-"""
+"""`python -m engine swap --swapper <neural id>` on stand-in graphs, end to end (EXRs read back)."""
 
 from __future__ import annotations
 
@@ -19,9 +15,11 @@ from engine.models import catalogue
 from tests.conftest import ROOT, read, rgba
 from tests.neural import standins
 
-pytestmark = pytest.mark.skipif(
-    "inswapper_128" not in {c[0] for c in settings.BY_NAME["swapper"].choices},
-    reason="engine.settings does not list the catalogue swappers yet (wire catalogue.swapper_choices())")
+
+
+def test_settings_list_the_catalogue_swappers():
+    """A broken catalogue must fail here, not silently drop the neural tests."""
+    assert {"inswapper_128", "hyperswap_1a_256", "simswap_256"} <= {c[0] for c in settings.BY_NAME["swapper"].choices}
 
 
 @pytest.fixture(scope="module")
