@@ -16,7 +16,6 @@ from tests.conftest import ROOT, read, rgba
 from tests.neural import standins
 
 
-
 def test_settings_list_the_catalogue_swappers():
     """A broken catalogue must fail here, not silently drop the neural tests."""
     assert {"inswapper_128", "hyperswap_1a_256", "simswap_256"} <= {c[0] for c in settings.BY_NAME["swapper"].choices}
