@@ -2,13 +2,16 @@
 
 ``BakeRun`` is shared by the modal operator (UI: polled from a timer, never blocks), the blocking operator
 (scripts, ``-b``, farms) and the render handlers. It never touches ``bpy`` from another thread: the engine
-client is polled on the main thread.
+client is polled on the caller's thread, and Blender < 5.0's RGBA copies run as a child process that is polled,
+never waited for, so the UI stays live. Anything unexpected ends the run with an error on the item (its engine
+jobs cancelled, its copy process stopped) instead of escaping into the caller.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,7 +20,7 @@ from typing import Any
 from . import compat, plates, prefs, session, targets
 from .props import settings_dict
 
-COPY_INTERVAL_S = 1.0  # Blender < 5.0: how often finished frames are copied to RGBA-only files
+COPY_INTERVAL_S = 1.0  # Blender < 5.0: finished frames are batched, at most one copy process per interval
 
 
 class BakeError(RuntimeError):
@@ -37,6 +40,21 @@ class TargetBake:
     done: set[int] = field(default_factory=set)
     finished: bool = False
     error: str = ""
+    pointed: bool = True  # the strip/node already shows ``folder`` (False only from a read-only plan)
+    engine_over: bool = False  # the engine sent done/error/cancelled (or had nothing to make)
+    copy_proc: Any = None  # the running rgba_copy.py process (Blender < 5.0)
+    copy_frames: list[int] = field(default_factory=list)
+    copy_err: Any = None  # its stderr (a temp file: a pipe could fill up and stall it)
+
+
+def _stop_copy(item: TargetBake) -> None:
+    proc, item.copy_proc = item.copy_proc, None
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    if item.copy_err is not None:
+        item.copy_err.close()
+        item.copy_err = None
 
 
 @dataclass
@@ -46,7 +64,8 @@ class BakeRun:
     started: float = field(default_factory=time.monotonic)
     cancelled: bool = False
     warnings: list[str] = field(default_factory=list)
-    last_copy: float = field(default_factory=time.monotonic)
+    providers: dict[str, str] = field(default_factory=dict)  # model -> execution provider the engine reported
+    last_copy: float = 0.0
 
     @property
     def total(self) -> int:
@@ -74,35 +93,40 @@ class BakeRun:
         if item is None:
             return
         try:
-            if item.job is None:
-                if not item.engine_frames:  # everything is on disk already, maybe only to be copied
-                    item.to_copy = [f for f in item.frames if f not in item.done]
-                    self._flush_copies(item)
-                    item.done.update(item.frames)
-                    item.finished = True
-                    return
-                item.job = session.get(os.path.dirname(item.folder)).submit_render(item.request)
-            for event in session.get().events(item.job, timeout):
-                self._handle(item, event)
-            if time.monotonic() - self.last_copy >= COPY_INTERVAL_S:  # batched: one subprocess per interval
-                self._flush_copies(item)
+            self._step(item, timeout)
         except session.EngineDied as exc:
             frame = min(set(item.frames) - item.done, default=None)
             item.error = (f"Face Fusion {item.target.label}: the engine stopped while baking"
                           f"{f' frame {frame}' if frame is not None else ''} ({exc}); bake again to restart it")
-            item.finished = True
+            self._end(item)
             session.forget()
             for other in self.items:  # jobs queued on the dead engine are gone too
                 if not other.finished:
                     other.job = None
         except session.EngineJobError as exc:
             item.error = f"Face Fusion {item.target.label}: {exc}"
-            item.finished = True
+            self._end(item)
         except session.EngineUnavailable as exc:
             for other in self.items:
                 if not other.finished:
                     other.error = f"Face Fusion {other.target.label}: {exc}"
-                    other.finished = True
+                    self._end(other)
+        except Exception as exc:  # OSError from a copy, a bug: never leave a timer, a progress bar or a job behind
+            self.abort(f"Face Fusion {item.target.label}: {type(exc).__name__}: {exc}")
+
+    def _step(self, item: TargetBake, timeout: float) -> None:
+        if item.job is None and not item.engine_over:
+            if item.engine_frames:
+                item.job = session.get(os.path.dirname(item.folder)).submit_render(item.request)
+            else:  # everything is on disk already, maybe only to be copied
+                item.to_copy = [f for f in item.frames if f not in item.done]
+                item.engine_over = True
+        if not item.engine_over:
+            for event in session.get().events(item.job, timeout):
+                self._handle(item, event)
+        self._copies(item, timeout if item.engine_over else 0.0)
+        if item.engine_over and item.copy_proc is None and not item.to_copy:
+            self._conclude(item)
 
     def _handle(self, item: TargetBake, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -116,91 +140,167 @@ class BakeRun:
                 item.to_copy.append(frame)
         elif kind == "warning":
             self.warnings.append(f"{item.target.label}: {event.get('message', '')}")
+        elif kind == "provider":  # what a neural model really runs on (never a silent CPU fallback)
+            self.providers[str(event.get("model", "?"))] = str(event.get("provider", "?"))
+            for w in event.get("warnings") or []:
+                self.warnings.append(f"{item.target.label}: {w}")
         elif kind == "done":
+            item.engine_over = True
             item.to_copy += [f for f in item.frames if f not in item.done and f not in item.to_copy]
-            self._flush_copies(item)
-            item.finished = True
+        elif kind == "error":
+            item.engine_over = True  # frames finished before the error are kept (and copied) and shown
+            frame = event.get("frame")
+            where = f" frame {frame}" if frame is not None else ""
+            item.error = f"Face Fusion {item.target.label}{where}: {event.get('message', 'failed')}"
+        elif kind == "cancelled":
+            item.engine_over = True
+            item.error = f"Face Fusion {item.target.label}: cancelled"
+
+    def _conclude(self, item: TargetBake) -> None:
+        """The engine and the copies are over: check every frame Blender reads is there."""
+        if not item.error:
             missing = item.target.missing(item.frames, item.key)
             if missing:
                 item.error = (f"Face Fusion {item.target.label}: the engine finished but frame {missing[0]} "
                               f"is missing from {item.folder}")
             item.done.update(item.frames)
-        elif kind == "error":
-            self._flush_copies(item)  # frames finished before the error are kept and shown
-            item.finished = True
-            frame = event.get("frame")
-            where = f" frame {frame}" if frame is not None else ""
-            item.error = f"Face Fusion {item.target.label}{where}: {event.get('message', 'failed')}"
-        elif kind == "cancelled":
-            self._flush_copies(item)
-            item.finished = True
-            item.error = f"Face Fusion {item.target.label}: cancelled"
+        self._end(item)
 
-    def _flush_copies(self, item: TargetBake) -> None:
-        """RGBA-only copies of new frames for Blender versions that cannot read the engine's matte layers."""
+    def _end(self, item: TargetBake) -> None:
+        _stop_copy(item)
+        item.to_copy = []
+        item.finished = True
+
+    # -- Blender < 5.0: RGBA-only copies, one child process at a time, polled
+    def _copies(self, item: TargetBake, wait: float) -> None:
+        proc = item.copy_proc
+        if proc is not None:
+            if proc.poll() is None and wait > 0:
+                try:
+                    proc.wait(wait)
+                except subprocess.TimeoutExpired:
+                    pass
+            if proc.poll() is None:
+                return
+            self._copied(item)
+        if not item.to_copy or (not item.engine_over and time.monotonic() - self.last_copy < COPY_INTERVAL_S):
+            return
         frames = [f for f in item.to_copy
                   if os.path.isfile(os.path.join(item.folder, targets.output_name(f)))]
-        item.to_copy = []
-        self.last_copy = time.monotonic()
-        if not frames:
-            return
-        python = prefs.find_engine_python(prefs.get_prefs())
+        item.to_copy = []  # frames without an engine file are caught by the final check
+        if frames:
+            self._start_copy(item, frames)
+
+    def _start_copy(self, item: TargetBake, frames: list[int]) -> None:
+        p = prefs.get_prefs()
+        python = prefs.find_engine_python(p)
+        if not python:
+            raise OSError("no engine Python to copy frames for this Blender version; set it in the preferences")
         _, shown = item.target.display_dir(item.key)
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rgba_copy.py")
-        proc = subprocess.run([python, script, item.folder, shown, *map(str, frames)], capture_output=True,
-                              text=True)
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP")}
+        item.copy_err = tempfile.TemporaryFile()  # noqa: SIM115 (closed in _copied/_stop_copy)
+        self.last_copy = time.monotonic()
+        item.copy_frames = frames
+        item.copy_proc = subprocess.Popen([python, script, item.folder, shown, *map(str, frames)], env=env,
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=item.copy_err)
+
+    def _copied(self, item: TargetBake) -> None:
+        proc, frames = item.copy_proc, item.copy_frames
+        err = b""
+        if item.copy_err is not None:
+            item.copy_err.seek(0)
+            err = item.copy_err.read()
+        _stop_copy(item)
         if proc.returncode != 0:
-            item.error = (f"Face Fusion {item.target.label}: copying frame {frames[0]} for this Blender "
-                          f"version failed: {proc.stderr.strip()[-300:]}")
+            if not item.error:
+                item.error = (f"Face Fusion {item.target.label}: copying frame {frames[0]} for this Blender "
+                              f"version failed: {err.decode(errors='replace').strip()[-300:]}")
             return
         for f in frames:
             item.done.add(f)
             if self.on_frame is not None:
                 self.on_frame(item, f)
 
+    # -- stopping
     def cancel(self) -> None:
         """Ask the engine to stop; the engine removes the frame in progress (no partial file)."""
         self.cancelled = True
         for item in self.items:
-            if item.job is not None and not item.finished:
+            if item.job is not None and not item.finished and not item.engine_over:
                 try:
                     session.get().cancel(item.job)
                 except (session.EngineDied, session.EngineUnavailable, session.EngineJobError):
-                    item.finished = True
-            item.finished = item.finished or item.job is None
+                    self._end(item)
+            if item.job is None and not item.finished:
+                self._end(item)
             if not item.error:
                 item.error = f"Face Fusion {item.target.label}: cancelled"
+
+    def abort(self, message: str) -> None:
+        """Stop everything after an unexpected failure: cancel the engine's jobs, stop copies, keep the message."""
+        for item in self.items:
+            if item.finished:
+                continue
+            if item.job is not None and not item.engine_over:
+                try:
+                    session.get().cancel(item.job)
+                except Exception:  # the run is over either way; the message below says why
+                    pass
+            item.error = item.error or message
+            self._end(item)
 
     def wait(self, poll: float = 0.25) -> None:
         while not self.finished:
             self.step(poll)
 
 
-def plan(target: targets.Target, frame_start: int | None = None, frame_end: int | None = None) -> TargetBake:
-    """Work out what a target needs: current cache folder (re-pointing the strip/node) and missing frames."""
-    key = targets.retarget(target)
-    if not key or target.settings.last_error:
-        raise BakeError(f"Face Fusion {target.label}: {target.settings.last_error or 'not ready'}")
-    media = target.plate()
-    scene = target.scene
-    start = scene.frame_start if frame_start is None else frame_start
-    end = scene.frame_end if frame_end is None else frame_end
-    needed = target.needed(start, end, media)
-    missing = target.missing(needed, key)  # what Blender cannot show yet
-    engine_missing = target.missing(missing, key, engine_files=True)  # what the engine has to make
-    _, folder = target.output_dir(key)
-    request: dict[str, Any] = {}
-    if engine_missing:
-        missing_range = engine_missing
+def _key(target: targets.Target, read_only: bool) -> tuple[str, plates.PlateMedia]:
+    if read_only:
+        key, error, media = targets.current_key(target)
+    else:
+        key, error, media = targets.retarget(target), target.settings.last_error, None
+    if not key or error:
+        raise BakeError(f"Face Fusion {target.label}: {error or 'not ready'}")
+    return key, media or target.plate()
+
+
+def plan(target: targets.Target, frame_start: int | None = None, frame_end: int | None = None, *,
+         read_only: bool = False) -> TargetBake:
+    """Work out what a target needs: its current cache folder and the missing frames.
+
+    By default the strip/node is re-pointed at that folder (``retarget``: writes bpy data, main thread only).
+    ``read_only`` writes no bpy data (the render thread of a UI render): the key is computed the same way, and
+    ``TargetBake.pointed`` says whether the strip/node already shows that folder. The engine may be started
+    (files only). Its version is part of the key, so the key is worked out again once it runs."""
+    version = session.engine_version()
+    while True:
+        key, media = _key(target, read_only)
+        scene = target.scene
+        start = scene.frame_start if frame_start is None else frame_start
+        end = scene.frame_end if frame_end is None else frame_end
+        needed = target.needed(start, end, media)
+        missing = target.missing(needed, key)  # what Blender cannot show yet
+        engine_missing = target.missing(missing, key, engine_files=True)  # what the engine has to make
+        _, folder = target.output_dir(key)
+        if read_only and not targets.is_pointed(target, key, media):  # the caller refuses it: make nothing
+            return TargetBake(target, missing, folder, key, {}, pointed=False)
+        if not engine_missing:
+            break
         os.makedirs(folder, exist_ok=True)
         session.get(os.path.dirname(folder))  # an engine allowed to write there (pixel sources need it too)
+        if session.engine_version() == version:
+            break
+        version = session.engine_version()  # the running engine is another version than the add-on's copy
+    request: dict[str, Any] = {}
+    if engine_missing:
         request = {
             "plate": media.as_request(),
             "sources": targets.source_specs(target.settings),
             "settings": settings_dict(target.settings),
             "output_dir": folder,
-            "frame_start": min(missing_range),
-            "frame_end": max(missing_range),
+            "frame_start": min(engine_missing),
+            "frame_end": max(engine_missing),
             "skip_existing": True,  # frames already in the folder are never recomputed
             "file_prefix": targets.FILE_PREFIX,
         }

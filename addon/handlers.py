@@ -1,18 +1,28 @@
 """Render handlers: every Face Fusion frame exists before the frame renders, in the UI and in batch.
 
-``render_init`` bakes what the whole render range is missing (blocking: in ``-b`` the render runs on the
-main thread with nothing else to do; in the UI it is the render job's thread, which never touches bpy
-data here beyond reading it). ``render_pre`` checks the current frame and bakes it if still missing.
-Handlers are persistent, so they survive loading the .blend given on the command line.
+``render_init`` bakes what the whole render range is missing; ``render_pre`` checks the current frame and
+bakes it if still missing. Handlers are persistent, so they survive loading the .blend given on the command
+line.
+
+Background mode (``blender -b ... -a``, a script render with the ``bpy`` module) runs the handlers on the main
+thread with nothing else to do: they block, and may re-point strips/nodes (``retarget``) and reload images.
+
+A UI render runs them on the render job's thread, where writing bpy data can crash Blender. There they only
+read: the bake is planned read-only (the engine writes the files; nothing in bpy changes). A strip/node whose
+folder is out of date (settings, plate, source photo, engine or OCIO config changed since it was pointed
+there) is not baked: the render would show the old folder anyway, so the artist is told to Bake first, and
+re-pointing it is queued for the main thread once no render job runs (a timer registered on the main thread
+drains the queue). Compositor images are reloaded the same way after the render.
 
 Python exceptions in handlers are printed and swallowed by Blender, so a failed bake cannot stop a render
-by raising: in background mode (``blender -b ... -a``, or a script render with the ``bpy`` module) the
-process exits with status 1 instead, after printing which frame failed, so a farm task fails rather than
-delivering frames without the face. In the UI the failure is printed and kept in ``FAILURES``.
+by raising: in background mode the process exits with status 1 instead, after printing which frame failed, so
+a farm task fails rather than delivering frames without the face. In the UI the failure is printed and kept in
+``FAILURES``.
 """
 
 from __future__ import annotations
 
+import queue
 import sys
 from typing import Any
 
@@ -21,19 +31,37 @@ import bpy
 from . import bake, plates, session, targets
 
 FAILURES: list[str] = []  # last render's failures (for scripts rendering with the bpy module)
+DRAIN_INTERVAL_S = 0.5
+
+# (action, scene name, "strip" | "node", owner name): main-thread work asked for by a UI render's handlers.
+# A queue, because the render thread puts and the main thread takes; no bpy object crosses threads.
+_DEFERRED: queue.Queue[tuple[str, str, str, str]] = queue.Queue()
+_REFUSED: set[tuple[str, str, str]] = set()  # targets already reported out of date in this render
+
+
+def _background() -> bool:
+    """Whether handlers run on the main thread (batch). A function, so tests can take the UI path."""
+    return bool(bpy.app.background)
 
 
 def _fail(message: str) -> None:
     FAILURES.append(message)
     print(f"Face Fusion: ERROR: {message}", file=sys.stderr, flush=True)
-    if bpy.app.background:  # `blender -b` or a script render: exit non-zero so a farm task fails
+    if _background():  # `blender -b` or a script render: exit non-zero so a farm task fails
         session.forget()
         sys.exit(1)
+
+
+def _defer(action: str, target: targets.Target) -> None:
+    _DEFERRED.put((action, target.scene.name, target.kind, target.owner.name))
 
 
 def _bake(scene: Any, frame_start: int, frame_end: int) -> None:
     tgts = targets.scene_targets(scene)
     if not tgts:
+        return
+    if not _background():
+        _bake_read_only(tgts, frame_start, frame_end)
         return
     try:
         bake.bake_blocking(tgts, frame_start, frame_end)
@@ -41,9 +69,84 @@ def _bake(scene: Any, frame_start: int, frame_end: int) -> None:
         _fail(str(exc))
 
 
+def _bake_read_only(tgts: list[targets.Target], frame_start: int, frame_end: int) -> None:
+    """UI render (render thread): bake what is missing without writing bpy data."""
+    items = []
+    for target in tgts:
+        ident = (target.scene.name, target.kind, target.owner.name)
+        if ident in _REFUSED:
+            continue
+        try:
+            item = bake.plan(target, frame_start, frame_end, read_only=True)
+        except (bake.BakeError, plates.PlateError, session.EngineUnavailable, OSError, ValueError) as exc:
+            _fail(str(exc))
+            continue
+        if not item.pointed:
+            _REFUSED.add(ident)
+            _defer("retarget", target)
+            _fail(f"Face Fusion {target.label} shows the frames of older settings, plate, source or engine: press "
+                  "Bake before rendering (it is pointed at its new folder when this render ends)")
+            continue
+        if item.frames:
+            items.append(item)
+    if not items:
+        return
+    run = bake.start(items)
+    run.wait()
+    for item in items:
+        if item.target.kind == "node":  # the image node picks up the new files after this render
+            _defer("refresh", item.target)
+    for error in run.errors:
+        _fail(error)
+
+
+def _owner(scene_name: str, kind: str, name: str) -> targets.Target | None:
+    from . import compat
+
+    scene = bpy.data.scenes.get(scene_name)
+    if scene is None:
+        return None
+    if kind == "strip":
+        coll = compat.strips(scene)
+        owner = coll.get(name) if coll is not None else None
+    else:
+        tree = compat.compositor_tree(scene)
+        owner = tree.nodes.get(name) if tree is not None else None
+    return targets.Target(scene, owner, kind) if owner is not None else None
+
+
+def run_deferred() -> None:
+    """Do the queued main-thread work (re-point, reload). Main thread only, with no render job running."""
+    while True:
+        try:
+            action, scene_name, kind, name = _DEFERRED.get_nowait()
+        except queue.Empty:
+            return
+        try:
+            target = _owner(scene_name, kind, name)
+            if target is None:
+                continue
+            if action == "retarget":
+                targets.retarget(target)
+            elif kind == "node":
+                from . import node
+
+                node.refresh(target.owner)
+        except Exception as exc:  # one stale entry must not stop the others (or the timer)
+            print(f"Face Fusion: could not update {kind} '{name}' after the render: {exc}", file=sys.stderr)
+
+
+def _drain() -> float:
+    """Timer (main thread): run the deferred work once no render job is running."""
+    if not _DEFERRED.empty() and not bpy.app.is_job_running("RENDER"):
+        run_deferred()
+    return DRAIN_INTERVAL_S
+
+
 @bpy.app.handlers.persistent
 def on_render_init(scene: Any, *_: Any) -> None:
     FAILURES.clear()
+    _REFUSED.clear()
     _bake(scene, scene.frame_start, scene.frame_end)
 
 
@@ -52,12 +155,14 @@ def on_render_pre(scene: Any, *_: Any) -> None:
     frame = scene.frame_current
     for target in targets.scene_targets(scene):
         try:
-            if target.missing(target.needed(frame, frame)):
+            if target.missing(target.needed(frame, frame)):  # reads only: the folder the strip/node shows
                 _bake(scene, frame, frame)
                 break
         except (plates.PlateError, OSError, ValueError) as exc:
             _fail(f"frame {frame}: {exc}")
             break
+    if not _background():
+        return  # a UI render's thread: the reload waits for the main thread (queued by _bake_read_only)
     for target in targets.scene_targets(scene):  # pick up files written since the render started
         if target.kind == "node":
             from . import node
@@ -68,7 +173,7 @@ def on_render_pre(scene: Any, *_: Any) -> None:
 @bpy.app.handlers.persistent
 def on_render_done(scene: Any, *_: Any) -> None:
     """In batch, let the engine go with the render so it never keeps Blender (or a farm task) alive."""
-    if bpy.app.background:
+    if _background():
         session.forget()
 
 
@@ -81,6 +186,8 @@ def register() -> None:
         lst = getattr(bpy.app.handlers, name)
         if fn not in lst:
             lst.append(fn)
+    if not bpy.app.timers.is_registered(_drain):  # registered here, on the main thread; survives file loads
+        bpy.app.timers.register(_drain, first_interval=DRAIN_INTERVAL_S, persistent=True)
 
 
 def unregister() -> None:
@@ -88,4 +195,6 @@ def unregister() -> None:
         lst = getattr(bpy.app.handlers, name)
         while fn in lst:
             lst.remove(fn)
+    if bpy.app.timers.is_registered(_drain):
+        bpy.app.timers.unregister(_drain)
     session.forget()

@@ -27,6 +27,11 @@ def _frame_landed(item: bake.TargetBake, frame: int) -> None:
         node.refresh(owner)
 
 
+def _providers_text(run: bake.BakeRun) -> str:
+    """'inswapper_128: cuda, gfpgan: cpu' from the engine's provider events ('' when no neural model ran)."""
+    return ", ".join(f"{model}: {provider}" for model, provider in sorted(run.providers.items()))
+
+
 def _targets_from(context: Any, strip_name: str, node_name: str, all_targets: bool) -> list[targets.Target]:
     scene = compat.sequencer_scene(context) if not node_name else context.scene
     if strip_name:
@@ -133,7 +138,11 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
             return {"CANCELLED"}
         for w in run.warnings[:5]:
             self.report({"WARNING"}, w)
-        self.report({"INFO"}, f"Face Fusion: {run.total} frame(s) baked")
+        providers = _providers_text(run)
+        if providers:
+            context.window_manager.face_fusion_runtime.providers = providers
+        self.report({"INFO"}, f"Face Fusion: {run.total} frame(s) baked" + (f" (ran on {providers})" if providers
+                                                                               else ""))
         return {"FINISHED"}
 
     def invoke(self, context: Any, event: Any) -> set[str]:
@@ -161,6 +170,13 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
             run.cancel()
         elif event.type != "TIMER":
             return {"PASS_THROUGH"}
+        try:
+            return self._tick(context, run)
+        except Exception as exc:  # never leave the timer, the progress bar or the engine's job behind
+            run.abort(f"Face Fusion: {type(exc).__name__}: {exc}")
+            return self._finish(context)
+
+    def _tick(self, context: Any, run: bake.BakeRun) -> set[str]:
         run.step(0.0)
         wm = context.window_manager
         runtime = wm.face_fusion_runtime
@@ -185,6 +201,10 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
         runtime.running = False
         run = self._run
         assert run is not None
+        for w in run.warnings[:5]:
+            self.report({"WARNING"}, w)
+        if run.providers:
+            runtime.providers = _providers_text(run)
         if run.cancelled:
             runtime.message = "Face Fusion: cancelled"
             self.report({"WARNING"}, "Face Fusion bake cancelled; finished frames are kept")
@@ -399,8 +419,8 @@ class FACEFUSION_OT_check_engine(bpy.types.Operator):
         version = info.get("engine_version") or info.get("version", "?")
         providers = ", ".join(info.get("providers", [])) or "?"
         models = info.get("models", [])
-        text = (f"Face Fusion engine {version} (pid {info.get('pid', '?')}); providers: {providers}; "
-                f"models: {len(models)} of {info.get('models_known', 0)} installed")
+        text = (f"Face Fusion engine {version} (pid {info.get('pid', '?')}); device: {info.get('device', '?')}; "
+                f"providers: {providers}; models: {len(models)} of {info.get('models_known', 0)} installed")
         context.window_manager.face_fusion_runtime.message = text
         self.report({"INFO"}, text)
         return {"FINISHED"}

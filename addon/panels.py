@@ -72,6 +72,8 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
     runtime = context.window_manager.face_fusion_runtime
     if runtime.running:
         box.prop(runtime, "progress", text=runtime.message, slider=True)
+    if runtime.providers:
+        box.label(text=f"Models ran on: {runtime.providers}", icon="INFO")
     row = box.row(align=True)
     _owner_args(row.operator("facefusion.preview", icon="IMAGE_RGB"), owner)
     _owner_args(row.operator("facefusion.bake", icon="RENDER_ANIMATION"), owner)

@@ -14,7 +14,8 @@ ENV_PYTHON = "FACE_FUSION_ENGINE_PYTHON"
 ENV_ROOT = "FACE_FUSION_ENGINE_ROOT"
 
 DEVICE_ITEMS = [
-    ("auto", "Automatic", "Fastest provider the engine finds (CUDA, then CPU); the engine reports which it used"),
+    ("auto", "Automatic",
+     "Fastest provider the engine finds (TensorRT, CUDA, then CPU); the engine reports what each model ran on"),
     ("cpu", "CPU", "Run every model on the CPU"),
     ("cuda", "CUDA", "NVIDIA GPU through CUDA; fails with a clear error when CUDA is not available"),
 ]

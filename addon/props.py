@@ -58,13 +58,37 @@ def schema() -> tuple:
     return settings_module().SCHEMA
 
 
+# Settings that only matter when another one has a given value: (setting, applies when).
+CONDITIONAL: tuple[tuple[str, Any], ...] = (
+    ("reference_frame", lambda v: v.get("face_selector") == "reference"),
+    ("reference_face", lambda v: v.get("face_selector") == "reference"),
+    ("reference_distance", lambda v: v.get("face_selector") == "reference"),
+    ("face_index", lambda v: v.get("face_selector") == "index"),
+    ("enhancer_blend", lambda v: v.get("face_enhancer", "none") != "none"),
+    ("sr_denoise", lambda v: bool(v.get("super_resolution", True))),
+    ("colour_strength", lambda v: v.get("colour_match", "none") != "none"),
+)
+
+
+def normalise(values: dict[str, Any]) -> dict[str, Any]:
+    """Settings that have no effect (``reference_*`` without the reference selector, ...) set to their schema
+    defaults, so changing them (Find Faces sets the reference frame) never re-keys the cache."""
+    defaults = settings_module().defaults()
+    out = dict(values)
+    for name, applies in CONDITIONAL:
+        if name in out and name in defaults and not applies(out):
+            out[name] = defaults[name]
+    return out
+
+
 def settings_dict(group: Any) -> dict[str, Any]:
-    """The engine's settings JSON for a FaceFusionSettings, validated by the engine's own schema."""
+    """The engine's settings JSON for a FaceFusionSettings, validated by the engine's own schema, with settings
+    that have no effect normalised (the same dict feeds the cache key and the engine)."""
     values = {}
     for s in schema():
         value = getattr(group, s.name)
         values[s.name] = float(value) if s.kind == "float" else value
-    return settings_module().validate(values)
+    return normalise(settings_module().validate(values))
 
 
 def grouped_settings() -> list[tuple[str, str, list[Any]]]:
@@ -126,6 +150,8 @@ class FaceFusionRuntime(bpy.types.PropertyGroup):
     running: bpy.props.BoolProperty(default=False)
     progress: bpy.props.FloatProperty(default=0.0, min=0.0, max=1.0, subtype="FACTOR")
     message: bpy.props.StringProperty(default="")
+    providers: bpy.props.StringProperty(
+        default="", description="What the engine reported each neural model of the last bake ran on")
 
 
 CLASSES = (FaceFusionSource, FaceFusionFace, FaceFusionSettings, FaceFusionRuntime)

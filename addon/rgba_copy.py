@@ -6,6 +6,9 @@ runs with the *engine's* Python (which has OpenImageIO; Blender's has not):
 
     <engine python> rgba_copy.py SRC_DIR DST_DIR FRAME...
 
+File names come from ``engine/outputs.py`` (stdlib only), found beside this script's folder: the extension
+root (or the checkout) holds both ``addon/`` and ``engine/``.
+
 Each copy holds R, G, B, A (premultiplied, half float), the same colour space tags, and is written
 atomically (temp file, then rename), so a reader never sees half a file.
 """
@@ -15,6 +18,9 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from engine.outputs import output_name  # noqa: E402 (needs the path above)
 
 
 def copy_frame(src: str, dst: str) -> None:
@@ -52,7 +58,7 @@ def main(argv: list[str]) -> int:
     src_dir, dst_dir, frames = argv[0], argv[1], [int(f) for f in argv[2:]]
     os.makedirs(dst_dir, exist_ok=True)
     for frame in frames:
-        name = f"facefusion.{frame:04d}.exr"
+        name = output_name(frame)
         copy_frame(os.path.join(src_dir, name), os.path.join(dst_dir, name))
     return 0
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import atexit
 import os
+import tempfile
 import time
 from typing import Any
 
 import bpy
 
-from . import prefs
+from . import ocio, prefs
 from .engine_link import client_module
+from .engine_link import engine_version as bundled_version
 
 
 class EngineUnavailable(RuntimeError):
@@ -105,6 +107,32 @@ class EngineJobError(RuntimeError):
     """The engine refused or failed a job; the message names the problem."""
 
 
+def default_roots() -> set[str]:
+    """Folders the engine may write to from the start, so a bake never needs it restarted: the .blend's folder,
+    the preferences' cache folder and the temp folder (an unsaved .blend's cache lives there)."""
+    roots = {os.path.realpath(tempfile.gettempdir())}
+    if bpy.data.filepath:
+        roots.add(os.path.realpath(os.path.dirname(bpy.data.filepath)))
+    cache = prefs.get_prefs().cache_dir or prefs.DEFAULT_CACHE
+    if not (cache.startswith("//") and not bpy.data.filepath):
+        roots.add(os.path.realpath(bpy.path.abspath(cache)))
+    return roots
+
+
+def _covered(root: str, roots: set[str]) -> bool:
+    for r in roots:
+        try:
+            if os.path.commonpath([root, r]) == r:
+                return True
+        except ValueError:  # another drive (Windows)
+            pass
+    return False
+
+
+def running() -> bool:
+    return _SESSION is not None
+
+
 def _start(roots: set[str]) -> Session:
     p = prefs.get_prefs()
     python = prefs.find_engine_python(p)
@@ -117,29 +145,55 @@ def _start(roots: set[str]) -> Session:
                                 "(the folder holding engine/)")
     if not p.auto_start and not bpy.app.background:
         raise EngineUnavailable("the engine is not running and Start Automatically is off")
+    roots = roots | default_roots()
+    roots = {r for r in roots if not any(o != r and _covered(r, {o}) for o in roots)}  # drop nested ones
+    env = dict(os.environ)
+    config = ocio.config_path()
+    if config:
+        env["OCIO"] = config  # the engine converts colour with Blender's own config
     mod = client_module()
     try:
         client = mod.EngineClient.start(
             python, root=root, models_dir=bpy.path.abspath(p.models_dir) if p.models_dir else None,
-            device=p.device if p.device != "auto" else "cpu", allowed_output_roots=sorted(roots),
-            client_name=f"blender {bpy.app.version_string}")
+            device=p.device,  # "auto": the engine picks TensorRT, CUDA, then CPU and reports what each model runs on
+            allowed_output_roots=sorted(roots), env=env, client_name=f"blender {bpy.app.version_string}")
     except mod.EngineClientError as exc:
         raise EngineUnavailable(f"the engine did not start with {python}: {exc}") from exc
     return Session(client, roots)
 
 
+def _busy(sess: Session) -> bool:
+    """Whether the engine has queued or running jobs (a restart would kill them)."""
+    try:
+        return bool(sess.info().get("jobs"))
+    except (EngineDied, EngineJobError):
+        return False
+
+
 def get(output_root: str | None = None) -> Session:
-    """The running session; started (or restarted to allow a new output root) when needed."""
+    """The running session; started when needed. Restarted to allow a new output root only while it is idle:
+    a running bake is never killed for another one."""
     global _SESSION
     root = os.path.realpath(output_root) if output_root else None
-    if _SESSION is not None and root is not None and not any(
-            os.path.commonpath([root, r]) == r for r in _SESSION.roots):
+    if _SESSION is not None and root is not None and not _covered(root, _SESSION.roots):
+        if _busy(_SESSION):
+            raise EngineUnavailable(f"the running engine may not write to {root} and is busy with a bake; wait "
+                                    "for the running bake to finish (or cancel it with Esc), then bake again")
         roots = _SESSION.roots | {root}
         forget()
         _SESSION = _start(roots)
     if _SESSION is None:
         _SESSION = _start({root} if root else set())
     return _SESSION
+
+
+def engine_version() -> str:
+    """Version of the engine that makes the frames: the running engine's, else the one shipped with the add-on."""
+    if _SESSION is not None:
+        version = (getattr(_SESSION.client, "info", None) or {}).get("engine_version")
+        if version:
+            return str(version)
+    return bundled_version()
 
 
 def engine_report() -> dict[str, Any]:

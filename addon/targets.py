@@ -14,18 +14,18 @@ from typing import Any
 
 import bpy
 
-from . import compat, plates, prefs
-from .engine_link import cachekey_module
+from . import compat, ocio, plates, prefs
+from .engine_link import cachekey_module, engine_module
 from .props import settings_dict
 
-FILE_PREFIX = "facefusion"
 RGBA_SUBDIR = "rgba"
 NODE_IDNAME = "CompositorNodeFaceFusion"
+FILE_PREFIX: str = engine_module("outputs").PREFIX
 
 
 def output_name(frame: int) -> str:
-    """Same naming as engine/job.py output_name (kept dependency-free: job.py imports numpy eagerly)."""
-    return f"{FILE_PREFIX}.{frame:04d}.exr"
+    """The engine's own file name for ``frame`` (engine/outputs.py, stdlib only, ships with the add-on)."""
+    return engine_module("outputs").output_name(frame)
 
 
 # ----------------------------------------------------------------------------------------------- sources
@@ -143,9 +143,7 @@ class Target:
         out = {}
         for f in range(self.scene.frame_start, self.scene.frame_end + 1):
             if src.bl_idname == "CompositorNodeImage" and media.kind != "still":
-                n = f - src.frame_start + 1 + src.frame_offset
-                if media.kind == "sequence":
-                    n = n  # the image user numbers files the same way
+                n = f - src.frame_start + 1 + src.frame_offset  # sequences: the image user numbers files alike
                 if n in media.frames:
                     out[f] = n
             elif src.bl_idname == "CompositorNodeMovieClip":
@@ -165,11 +163,19 @@ class Target:
 
     # -- cache
     def cache_key(self, media: plates.PlateMedia | None = None, sources: list | None = None) -> str:
+        """Hash of settings (only those that apply), sources with their colour spaces, the plate, Blender's OCIO
+        config and the version of the engine that will make the frames (the running one, if any)."""
+        from . import session  # late: session imports targets lazily too
+
         media = media or self.plate()
         sources = source_specs(self.settings) if sources is None else sources
         settings = settings_dict(self.settings)
-        ident = [{"path": s["path"]} if "path" in s else {"digest": s["digest"]} for s in sources]
-        return cachekey_module().cache_key(settings, ident, media.as_request(), [settings.get("swapper", "")])
+        ident = [{**({"path": s["path"]} if "path" in s else {"digest": s["digest"]}),
+                  "colorspace": s.get("colorspace", "auto")} for s in sources]
+        plate = dict(media.as_request())
+        plate["ocio_config"] = ocio.config_identity()
+        return cachekey_module().cache_key(settings, ident, plate, [settings.get("swapper", "")],
+                                           engine_version=session.engine_version())
 
     def output_dir(self, key: str | None = None) -> tuple[str, str]:
         """(path as stored in Blender, possibly '//'-relative; absolute path) of this target's cache folder."""
@@ -239,19 +245,49 @@ def scene_targets(scene: Any) -> list[Target]:
     return out
 
 
-def retarget(target: Target) -> str:
-    """Point the strip/node at the cache folder of its current settings; returns the key ('' if not ready)."""
-    settings = target.settings
+def current_key(target: Target) -> tuple[str, str, plates.PlateMedia | None]:
+    """(key, error, plate media) of the target's current settings, plate and sources. Reads only: safe from the
+    render thread. No plate: ('', error, None). No source photo: (key, error, media), the key the frames will
+    have once one is added being irrelevant (the strip still gets its frames and timing)."""
     try:
         media = target.plate()
     except (plates.PlateError, OSError, ValueError) as exc:
-        settings.last_error = str(exc)
-        return ""
+        return "", str(exc), None
     try:
-        sources, error = source_specs(settings), ""
-    except (plates.PlateError, OSError) as exc:  # no photo yet: the strip still gets its frames and timing
+        sources, error = source_specs(target.settings), ""
+    except (plates.PlateError, OSError) as exc:
         sources, error = [], str(exc)
-    key = target.cache_key(media, sources)
+    return target.cache_key(media, sources), error, media
+
+
+def is_pointed(target: Target, key: str, media: plates.PlateMedia) -> bool:
+    """Whether the strip/node already shows ``key``'s folder for the plate's frames (reads only)."""
+    settings = target.settings
+    stored, _ = target.output_dir(key)
+    shown, _ = target.display_dir(key)
+    if settings.cache_key != key or settings.cache_dir != stored:
+        return False
+    if target.kind == "strip":
+        strip = target.owner
+        return strip.directory == shown and [e.filename for e in strip.elements] == [
+            output_name(n) for n in media.frames]
+    tree = target.owner.node_tree
+    from . import node
+
+    face = tree.nodes.get(node.FACE_NODE) if tree is not None else None
+    image = face.image if face is not None else None
+    return image is not None and image.filepath == shown + output_name(media.frames[0])
+
+
+def retarget(target: Target) -> str:
+    """Point the strip/node at the cache folder of its current settings; returns the key ('' if not ready).
+
+    Writes bpy data: main thread only (never from a UI render's handlers)."""
+    settings = target.settings
+    key, error, media = current_key(target)
+    if media is None:
+        settings.last_error = error
+        return ""
     if settings.last_error != error:
         settings.last_error = error
     stored, _ = target.output_dir(key)

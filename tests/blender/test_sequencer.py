@@ -37,6 +37,14 @@ def test_add_face_fusion_strip(addon, scene, media, cache_dir):
     assert os.path.commonpath([bpy.path.abspath(strip.directory), cache_dir]) == cache_dir
 
 
+_ENABLE = {  # setting -> what makes it apply (settings without effect are not hashed: props.CONDITIONAL)
+    "reference_frame": {"face_selector": "reference"}, "reference_face": {"face_selector": "reference"},
+    "reference_distance": {"face_selector": "reference"}, "face_index": {"face_selector": "index"},
+    "sr_denoise": {"super_resolution": True}, "colour_strength": {"colour_match": "gain_reinhard"},
+    "enhancer_blend": {"face_enhancer": "gfpgan_1.4"},
+}
+
+
 def test_any_setting_change_points_at_a_new_cache_folder(addon, scene, media, cache_dir):
     plate = add_plate(scene, media)
     strip = addon.sequencer.add_face_fusion(scene, plate)
@@ -45,6 +53,11 @@ def test_any_setting_change_points_at_a_new_cache_folder(addon, scene, media, ca
     keys = {strip.face_fusion.cache_key}
     for s in addon.engine_link.settings_module().SCHEMA:
         ff = strip.face_fusion
+        enabled = {}  # settings that only apply in some modes are changed in a mode where they apply
+        for name, value in _ENABLE.get(s.name, {}).items():
+            enabled[name] = getattr(ff, name)
+            setattr(ff, name, value)
+        keys.add(ff.cache_key)
         old = getattr(ff, s.name)
         if s.kind == "bool":
             setattr(ff, s.name, not old)
@@ -60,6 +73,8 @@ def test_any_setting_change_points_at_a_new_cache_folder(addon, scene, media, ca
         keys.add(ff.cache_key)
         assert ff.cache_key in strip.directory
         setattr(ff, s.name, old)
+        for name, value in enabled.items():
+            setattr(ff, name, value)
     assert strip.directory == first  # same settings, same folder: baked frames are found again
 
 
