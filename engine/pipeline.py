@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from collections import OrderedDict, deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ from engine.stages.dlib_face import DlibDetector, DlibLandmarker, DlibRecognizer
 from engine.stages.refine import Refiner
 from engine.stages.swap_geometric import GeometricSwapper
 
+ANALYSIS_THREADS = 4  # frames detected at once (bounded by the CPU count)
 # Frames whose crops go to a neural model together (the geometric swapper has nothing to batch).
 NEURAL_CHUNK_FRAMES = 4
 
@@ -70,6 +72,7 @@ class Engine:
         self.models_dir = models_dir
         self.providers = device or providers
         self._runtime = None
+        self._local = threading.local()  # per-thread HOG detectors (parallel detection)
         self._lock = threading.RLock()  # dlib models are not safe to share between threads
         self._detector: DlibDetector | None = None
         self._landmarker: DlibLandmarker | None = None
@@ -89,9 +92,20 @@ class Engine:
 
     def analyse_u8(self, frame_u8: np.ndarray, upsample: int, embed: bool = False) -> list[Face]:
         """Faces of one 8-bit sRGB frame, left to right, with 68 landmarks (and embeddings if asked)."""
+        return self.describe_faces(frame_u8, self.detect_u8(frame_u8, upsample), embed)
+
+    def detect_u8(self, frame_u8: np.ndarray, upsample: int) -> list[Face]:
+        """Face boxes only. Safe to call from several threads at once: each thread has its own HOG detector and
+        dlib releases the GIL while it scans, so frames are detected in parallel."""
+        det = getattr(self._local, "detector", None)
+        if det is None:
+            det = self._local.detector = DlibDetector()
+        return det.detect(frame_u8, upsample)
+
+    def describe_faces(self, frame_u8: np.ndarray, faces: list[Face], embed: bool = False) -> list[Face]:
+        """Landmarks (and embeddings) of detected faces, sorted left to right."""
         with self._lock:
-            det, lm, rec = self._models()
-            faces = det.detect(frame_u8, upsample)
+            _, lm, rec = self._models()
             lm.landmarks(frame_u8, faces)
             if embed:
                 rec.embed(frame_u8, faces)
@@ -247,12 +261,26 @@ class _Shot:
         need = sorted({g for f in todo for g in range(f - margin, f + margin + 1)} & set(self.plate.frames))
         embed = self.s["face_selector"] == "reference"
         raw: dict[int, list[Face]] = {}
-        for i, f in enumerate(need):
-            self._check_cancel()
-            rgba, gamut = self.plate.read(f)
-            u8 = _to_u8(colour.linear_to_model(rgba[..., :3], gamut))
-            raw[f] = self.engine.analyse_u8(u8, self.s["detector_upsample"], embed=embed)
-            self.emit({"type": "progress", "stage": "analyse", "done": i + 1, "total": len(need)})
+        # Frames are read in order on this thread (movie decoders are sequential); detection, the costly part,
+        # runs on a small pool (dlib releases the GIL); landmarks follow in order.
+        workers = max(1, min(os.cpu_count() or 1, ANALYSIS_THREADS))
+        in_flight: deque[tuple[int, np.ndarray, Future]] = deque()
+
+        def collect() -> None:
+            f, u8, fut = in_flight.popleft()
+            raw[f] = self.engine.describe_faces(u8, fut.result(), embed)
+            self.emit({"type": "progress", "stage": "analyse", "done": len(raw), "total": len(need)})
+
+        with ThreadPoolExecutor(workers, thread_name_prefix="ff-detect") as pool:
+            for f in need:
+                self._check_cancel()
+                rgba, gamut = self.plate.read(f)
+                u8 = _to_u8(colour.linear_to_model(rgba[..., :3], gamut))
+                in_flight.append((f, u8, pool.submit(self.engine.detect_u8, u8, self.s["detector_upsample"])))
+                if len(in_flight) > workers:
+                    collect()
+            while in_flight:
+                collect()
         tracks = [track.smooth(track.fill_gaps(t), self.radius) for t in track.link(raw)]
         keep = self._select_tracks(tracks, raw)
         for f in need:  # neighbours too: their skin statistics steady the colour match of the frames we render
@@ -324,14 +352,17 @@ class _Shot:
         for f in frames:
             t0 = time.perf_counter()
             rgba, gamut = self.plate.read(f)
-            srgb = colour.linear_to_model(rgba[..., :3], gamut)
+            plate_rgb = np.ascontiguousarray(rgba[..., :3])
             warnings = [] if self.selected.get(f) else [f"no face to replace in frame {f}; wrote an empty matte"]
             for face in self.selected.get(f, []):
                 if face.landmarks68 is None:
                     continue
                 size, m = self._crop_geometry(face)
                 self.sr_steps.add(self.texture.steps_for(face.size))
-                crops.append({"face": face, "size": size, "m": m, "target": warp_crop(srgb, m, size),
+                # Resample in linear light, then encode only the crop for the model (not the whole frame).
+                target_lin = warp_crop(plate_rgb, m, size)
+                crops.append({"face": face, "size": size, "m": m, "target_lin": target_lin,
+                              "target": colour.linear_to_model(target_lin, gamut),
                               "lm": transform_points(m, face.landmarks68)})
                 owner.append(len(pendings))
             pendings.append(_Pending(f, rgba, gamut, [], t0, warnings))
@@ -353,7 +384,7 @@ class _Shot:
                 matte = np.minimum(matte, crop_mattes[i])
                 layers[name] = crop_mattes[i]
             swapped709 = colour.srgb_decode(extra.crops[i])
-            target709 = colour.to_rec709(warp_crop(np.ascontiguousarray(p.plate[..., :3]), m, size), p.gamut)
+            target709 = colour.to_rec709(c["target_lin"], p.gamut)
             skin = masks.skin_matte(pts78, lm, size)
             keep = (keeps[i], target709) if keeps is not None else None
             p.faces.append({"track": c["face"].track_id, "m": m, "swapped709": swapped709, "matte": matte,
@@ -442,16 +473,15 @@ class _Shot:
         pending: deque[_Pending] = deque()
         written = 0
         t0 = time.perf_counter()
+        # One EXR is written on a second thread while the next frame is swapped (OIIO's zip work releases the
+        # GIL). At most one write is in flight; its events are sent once the file is in place.
+        writer = ThreadPoolExecutor(1, thread_name_prefix="ff-exr")
+        in_flight: list[tuple[Future, _Pending, str]] = []
 
-        def flush(p: _Pending) -> None:
+        def settle() -> None:
             nonlocal written
-            self._check_cancel()
-            layers, rgba = self.finish(p, stats)
-            path = os.path.join(out_dir, output_name(self.job.file_prefix, p.frame))
-            # Half by default; a composite of a 32-bit float plate stays float so untouched pixels keep their bits.
-            full = self.s["output_mode"] == "composite" and self.plate.full_float
-            write_exr(path, rgba, layers.mattes, interop_id=colour.GAMUT_INTEROP[p.gamut],
-                      attributes=self._attributes(p), half=not full)
+            fut, p, path = in_flight.pop()
+            fut.result()
             written += 1
             for msg in p.warnings:
                 self.emit({"type": "warning", "frame": p.frame, "message": msg})
@@ -462,19 +492,37 @@ class _Shot:
             self.emit({"type": "progress", "stage": "render", "done": written, "total": len(todo),
                        "fps": round(fps, 3), "eta": round((len(todo) - written) / fps, 1) if fps > 0 else None})
 
-        chunk = 1 if isinstance(self.swapper, GeometricSwapper) else NEURAL_CHUNK_FRAMES
-        for start in range(0, len(todo), chunk):
+        def flush(p: _Pending) -> None:
             self._check_cancel()
-            frames = todo[start:start + chunk]
-            for p in self.swap_frames(frames):
-                for fc in p.faces:
-                    if fc["stats"] is not None:
-                        stats[(fc["track"], p.frame)] = fc["stats"]
-                pending.append(p)
-            while pending and (pending[0].frame + self.radius <= frames[-1]):
+            layers, rgba = self.finish(p, stats)
+            path = os.path.join(out_dir, output_name(self.job.file_prefix, p.frame))
+            # Half by default; a composite of a 32-bit float plate stays float so untouched pixels keep their bits.
+            full = self.s["output_mode"] == "composite" and self.plate.full_float
+            if in_flight:
+                settle()
+                self._check_cancel()  # a cancel that arrived while that frame was written
+            in_flight.append((writer.submit(write_exr, path, rgba, layers.mattes,
+                                            interop_id=colour.GAMUT_INTEROP[p.gamut],
+                                            attributes=self._attributes(p), half=not full), p, path))
+
+        try:
+            chunk = 1 if isinstance(self.swapper, GeometricSwapper) else NEURAL_CHUNK_FRAMES
+            for start in range(0, len(todo), chunk):
+                self._check_cancel()
+                frames = todo[start:start + chunk]
+                for p in self.swap_frames(frames):
+                    for fc in p.faces:
+                        if fc["stats"] is not None:
+                            stats[(fc["track"], p.frame)] = fc["stats"]
+                    pending.append(p)
+                while pending and (pending[0].frame + self.radius <= frames[-1]):
+                    flush(pending.popleft())
+            while pending:
                 flush(pending.popleft())
-        while pending:
-            flush(pending.popleft())
+            if in_flight:
+                settle()
+        finally:
+            writer.shutdown(wait=True)  # a cancel or an error never leaves a write half done behind
         return written
 
     def _attributes(self, p: _Pending) -> dict[str, str]:
