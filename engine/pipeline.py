@@ -73,8 +73,7 @@ class Engine:
         self.providers = device or providers
         self._runtime = None
         self._local = threading.local()  # per-thread HOG detectors (parallel detection)
-        self._lock = threading.RLock()  # dlib models are not safe to share between threads
-        self._detector: DlibDetector | None = None
+        self._lock = threading.RLock()  # dlib's shape predictor and embedding net are shared under this lock
         self._landmarker: DlibLandmarker | None = None
         self._recognizer: DlibRecognizer | None = None
         # Bounded: a long-lived engine sees many sources over a session (edited photos, packed images).
@@ -83,12 +82,11 @@ class Engine:
         self._textures: OrderedDict[tuple[str, bool, int], SourceTexture] = OrderedDict()
 
     # ---- analysis -----------------------------------------------------------------------------------------
-    def _models(self) -> tuple[DlibDetector, DlibLandmarker, DlibRecognizer]:
-        if self._detector is None:
-            self._detector = DlibDetector()
+    def _models(self) -> tuple[DlibLandmarker, DlibRecognizer]:
+        if self._landmarker is None:
             self._landmarker = DlibLandmarker()
             self._recognizer = DlibRecognizer(self._landmarker)
-        return self._detector, self._landmarker, self._recognizer  # type: ignore[return-value]
+        return self._landmarker, self._recognizer  # type: ignore[return-value]
 
     def analyse_u8(self, frame_u8: np.ndarray, upsample: int, embed: bool = False) -> list[Face]:
         """Faces of one 8-bit sRGB frame, left to right, with 68 landmarks (and embeddings if asked)."""
@@ -105,7 +103,7 @@ class Engine:
     def describe_faces(self, frame_u8: np.ndarray, faces: list[Face], embed: bool = False) -> list[Face]:
         """Landmarks (and embeddings) of detected faces, sorted left to right."""
         with self._lock:
-            _, lm, rec = self._models()
+            lm, rec = self._models()
             lm.landmarks(frame_u8, faces)
             if embed:
                 rec.embed(frame_u8, faces)
