@@ -12,7 +12,8 @@ from collections.abc import Callable
 import cv2
 import numpy as np
 
-from engine.stages import face_mesh
+from engine.io.colour import srgb_decode
+from engine.stages import colour_match, face_mesh
 from engine.stages.align import FFHQ_TEMPLATE, similarity, transform_points
 from engine.stages.contracts import SourceIdentity, SwapInput, SwapOutput
 
@@ -31,6 +32,7 @@ class GeometricSwapper:
         self.keep_eyes_mouth = keep_eyes_mouth
         self.shape_transfer = shape_transfer
         self._tris: np.ndarray | None = None
+        self._hair: dict[int, np.ndarray] = {}  # per source crop (by id): where its forehead is not skin
 
     def swap(self, batch: SwapInput, source: SourceIdentity) -> SwapOutput:
         out = np.empty_like(batch.crops)
@@ -39,7 +41,7 @@ class GeometricSwapper:
             if lm is None:
                 raise ValueError("the geometric swapper needs 68 target landmarks")
             out[i], keep[i] = self.swap_one(crop, lm, float(batch.face_sizes[i]))
-        return SwapOutput(crops=out, keep=keep if self.keep_eyes_mouth else None)
+        return SwapOutput(crops=out, keep=keep)
 
     def swap_one(self, target: np.ndarray, target_lm68: np.ndarray, face_size: float
                  ) -> tuple[np.ndarray, np.ndarray]:
@@ -52,10 +54,14 @@ class GeometricSwapper:
         map_x, map_y, inside = _piecewise_affine_maps(src_pts, dst_pts, self._tris, size)
         warped = cv2.remap(src_img, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         result = np.where(inside[..., None], warped, target).astype(np.float32)
-        keep = np.zeros((size, size), np.float32)
+        # Hair over the source's forehead (a fringe) is not the source's face: keep the plate's forehead there.
+        hair = self._hair.get(id(src_img))
+        if hair is None:
+            hair = self._hair[id(src_img)] = _forehead_hair(src_img, src_pts)
+        keep = cv2.remap(hair, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * inside
         if self.keep_eyes_mouth:
-            keep = _eyes_mouth_mask(target_lm68, size, face_mesh.face_scale(dst_pts))
-        return result, keep
+            keep = np.maximum(keep, _eyes_mouth_mask(target_lm68, size, face_mesh.face_scale(dst_pts)))
+        return result, keep.astype(np.float32)
 
 
     def _blend_shape(self, target: np.ndarray, source: np.ndarray) -> np.ndarray:
@@ -89,6 +95,28 @@ def _piecewise_affine_maps(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, s
     map_x[~inside] = xs[~inside]
     map_y[~inside] = ys[~inside]
     return map_x, map_y, inside
+
+
+def _forehead_hair(src_srgb: np.ndarray, pts78: np.ndarray) -> np.ndarray:
+    """Soft mask (source crop space) of forehead pixels whose colour is far from the source's cheek skin."""
+    size = src_srgb.shape[0]
+    lab = colour_match.lin_to_lab(srgb_decode(src_srgb))
+    cheeks = face_mesh.feature_mask(pts78, size, [[2, 3, 4, 48, 31], [14, 13, 12, 54, 35]], 0)
+    sel = cheeks > 0.5
+    if sel.sum() < 30:
+        return np.zeros((size, size), np.float32)
+    mean = lab[sel].mean(0)
+    std = np.maximum(lab[sel].std(0), (4.0, 2.0, 2.0))
+    dist = np.sqrt((((lab - mean) / (2.0 * std)) ** 2).sum(-1))
+    not_skin = np.clip((dist - 1.0) * 2.0, 0.0, 1.0).astype(np.float32)
+    # The band between the brows' upper edge and the forehead points.
+    brows = pts78[face_mesh.BROWS]
+    up = pts78[68:78] - brows
+    band = np.vstack([brows + 0.3 * up, pts78[68:78][::-1]])
+    region = np.zeros((size, size), np.uint8)
+    cv2.fillPoly(region, [np.round(band).astype(np.int32)], 1)
+    scale = face_mesh.face_scale(pts78)
+    return cv2.GaussianBlur(not_skin * region, (0, 0), max(0.01 * scale, 0.8))
 
 
 def _eyes_mouth_mask(lm68: np.ndarray, size: int, scale: float) -> np.ndarray:
