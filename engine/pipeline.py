@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import __version__
+from engine import __version__, audit
 from engine import settings as schema
 from engine.errors import EngineError, JobCancelled
 from engine.io import colour
@@ -175,6 +175,12 @@ class Engine:
         seconds = time.perf_counter() - t_start
         summary = {"type": "done", "frames": written, "seconds": round(seconds, 3), "output_dir": out_dir,
                    "models": _models_used(settings, shot.sr_steps)}
+        problem = audit.record({"job": "render", "plate": plate.describe(), "frames": [first, last],
+                                "frames_written": written, "output_dir": out_dir, "source_identity": identity.digest,
+                                "sources": [s.describe() for s in job.sources], "settings": settings,
+                                "models": summary["models"]})
+        if problem:
+            on_event({"type": "warning", "frame": None, "message": problem})
         on_event(summary)
         return summary
 

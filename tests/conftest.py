@@ -16,6 +16,10 @@ if ROOT not in sys.path:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "blender: needs the real bpy module (runs in a Blender venv)")
+    # Jobs append to an audit log; keep the tests' entries out of the user's own log (subprocesses inherit it).
+    import tempfile
+
+    os.environ["FACE_FUSION_AUDIT_LOG"] = os.path.join(tempfile.mkdtemp(prefix="ff-audit-"), "audit.jsonl")
 
 
 @pytest.fixture(scope="session")

@@ -152,3 +152,26 @@ def test_partial_files_of_dead_writers_are_swept(tmp_path):
     mine.write_bytes(b"x")
     assert sorted(sweep_partials(str(tmp_path), dead_pid=os.getpid())) == sorted([live.name, mine.name])
     assert sorted(os.listdir(tmp_path)) == sorted([other_host.name, done.name])
+
+
+def test_every_render_is_written_to_the_audit_log(files, photos, tmp_path, monkeypatch):
+    import json
+
+    log = tmp_path / "audit" / "audit.jsonl"
+    monkeypatch.setenv("FACE_FUSION_AUDIT_LOG", str(log))
+    for _ in range(2):
+        r = run_cli("swap", "--source", photos["astronaut"], "--target", files["plate"], "--output",
+                    str(tmp_path / "out"), "--quiet", "--frames", "1-1")
+        assert r.returncode == 0, r.stderr
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(entries) == 2
+    e = entries[0]
+    assert e["job"] == "render" and e["frames"] == [1, 1] and e["frames_written"] == 1
+    assert e["plate"] == files["plate"] and len(e["source_identity"]) == 64 and e["user"] and e["host"]
+    assert e["settings"]["swapper"] == "geometric" and "dlib_hog" in e["models"]
+    # a log that cannot be written warns and never fails the job
+    monkeypatch.setenv("FACE_FUSION_AUDIT_LOG", str(files["not_image"]) + "/cannot/be")
+    r = run_cli("swap", "--source", photos["astronaut"], "--target", files["plate"], "--output",
+                str(tmp_path / "out2"), "--quiet", "--frames", "1-1")
+    assert r.returncode == 0, r.stderr
+    assert "audit log" in r.stderr
