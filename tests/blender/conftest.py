@@ -33,6 +33,10 @@ os.environ.setdefault("FACE_FUSION_ENGINE_ROOT", ROOT)
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "blender: needs the real bpy module (runs in a Blender venv)")
+    # Engine jobs append to an audit log; keep the tests' entries out of the user's own log.
+    import tempfile
+
+    os.environ.setdefault("FACE_FUSION_AUDIT_LOG", os.path.join(tempfile.mkdtemp(prefix="ff-audit-"), "audit.jsonl"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
