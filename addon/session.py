@@ -147,7 +147,7 @@ def _start(roots: set[str]) -> Session:
         raise EngineUnavailable("the engine is not running and Start Automatically is off")
     roots = roots | default_roots()
     roots = {r for r in roots if not any(o != r and _covered(r, {o}) for o in roots)}  # drop nested ones
-    env = dict(os.environ)
+    env = {}  # the client passes this process's environment on, minus Blender's Python settings
     config = ocio.config_path()
     if config:
         env["OCIO"] = config  # the engine converts colour with Blender's own config
@@ -197,28 +197,9 @@ def engine_version() -> str:
 
 
 def engine_report() -> dict[str, Any]:
-    """Engine version (from the running engine), execution providers and models (from the engine's own
-    environment: ``python -m engine models list --json``; providers from onnxruntime there)."""
-    import json
-    import subprocess
-
-    p = prefs.get_prefs()
-    info = get().info()
-    python = prefs.find_engine_python(p)
-    root = prefs.find_engine_root(p, python)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH")}
-    env["PYTHONPATH"] = root
-    probe = ("import json; from engine.runtime import providers; print(json.dumps(providers.available()))")
-    proc = subprocess.run([python, "-c", probe], cwd=root, env=env, capture_output=True, text=True, timeout=120)
-    info["providers"] = json.loads(proc.stdout) if proc.returncode == 0 else []
-    cmd = [python, "-m", "engine", "models"]
-    if p.models_dir:
-        cmd += ["--models-dir", bpy.path.abspath(p.models_dir)]
-    proc = subprocess.run(cmd + ["list", "--json"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
-    models = json.loads(proc.stdout) if proc.returncode == 0 else []
-    info["models"] = [m["id"] for m in models if m.get("status") == "installed" or m.get("embedded")]
-    info["models_known"] = len(models)
-    return info
+    """Engine version, execution providers and installed models, as the running engine reports them in its
+    hello/status replies (nothing is spawned for it)."""
+    return get().info()
 
 
 def forget() -> None:

@@ -281,18 +281,21 @@ def _close_all() -> None:
             pass
 
 
+_PYTHON_VARS = ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONEXECUTABLE", "PYTHONUSERBASE", "PYTHONNOUSERSITE")
+
+
 def _child_env(root: str, extra: dict[str, str] | None) -> dict[str, str]:
     """The engine's environment: this process's, without Blender's own Python settings, plus ``extra``
     (e.g. OCIO, FACE_FUSION_MODELS_DIR). The key never travels here: it goes through stdin."""
     env = dict(os.environ)
-    for var in ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP"):
-        env.pop(var, None)  # Blender's own Python settings must not leak into the engine's Python
     for name, value in (extra or {}).items():
         if not isinstance(name, str) or not isinstance(value, str):
             raise TypeError(f"env: names and values must be strings, got {name!r}: {value!r}")
         env[name] = value
+    for var in _PYTHON_VARS:  # Blender's own Python settings must not leak into the engine's Python,
+        env.pop(var, None)  # whether they came from os.environ or from a caller that copied it into ``extra``
     env.pop(transport.ENV_KEY, None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, (extra or {}).get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = root
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

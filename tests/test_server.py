@@ -480,11 +480,16 @@ def test_env_reaches_the_engine_but_the_key_never_does(tmp_path, work):
     models = tmp_path / "models"
     models.mkdir()
     ocio = str(tmp_path / "config.ocio")
+    # A caller that copies its own environment (Blender's, with its Python settings) into env= must not leak
+    # those settings into the engine's Python.
+    blender_like = {"PYTHONHOME": "/blender/python", "PYTHONPATH": "/blender/scripts", "PYTHONSTARTUP": "/x.py"}
     with EngineClient.start(PY, root=ROOT, allowed_output_roots=[work],
-                            env={"FACE_FUSION_MODELS_DIR": str(models), "OCIO": ocio}) as c:
+                            env={"FACE_FUSION_MODELS_DIR": str(models), "OCIO": ocio, **blender_like}) as c:
         pid = c.info["pid"]
         environ = dict(kv.split(b"=", 1) for kv in open(f"/proc/{pid}/environ", "rb").read().split(b"\0") if kv)
         assert environ[b"OCIO"] == ocio.encode() and environ[b"FACE_FUSION_MODELS_DIR"] == str(models).encode()
+        assert b"PYTHONHOME" not in environ and b"PYTHONSTARTUP" not in environ
+        assert environ[b"PYTHONPATH"] == ROOT.encode()
         assert transport.ENV_KEY.encode() not in environ
         key = transport.read_connection_file(c.socket_dir)["key"].encode()
         assert key not in open(f"/proc/{pid}/cmdline", "rb").read() and key not in b"".join(environ.values())
