@@ -59,26 +59,10 @@ def schema() -> tuple:
 
 
 # Settings that only matter when another one has a given value: (setting, applies when).
-CONDITIONAL: tuple[tuple[str, Any], ...] = (
-    ("reference_frame", lambda v: v.get("face_selector") == "reference"),
-    ("reference_face", lambda v: v.get("face_selector") == "reference"),
-    ("reference_distance", lambda v: v.get("face_selector") == "reference"),
-    ("face_index", lambda v: v.get("face_selector") == "index"),
-    ("enhancer_blend", lambda v: v.get("face_enhancer", "none") != "none"),
-    ("sr_denoise", lambda v: bool(v.get("super_resolution", True))),
-    ("colour_strength", lambda v: v.get("colour_match", "none") != "none"),
-)
-
-
 def normalise(values: dict[str, Any]) -> dict[str, Any]:
-    """Settings that have no effect (``reference_*`` without the reference selector, ...) set to their schema
-    defaults, so changing them (Find Faces sets the reference frame) never re-keys the cache."""
-    defaults = settings_module().defaults()
-    out = dict(values)
-    for name, applies in CONDITIONAL:
-        if name in out and name in defaults and not applies(out):
-            out[name] = defaults[name]
-    return out
+    """Settings that have no effect set to their defaults (the engine schema says which: Setting.applies), so
+    changing them (Find Faces sets the reference frame) never re-keys the cache."""
+    return settings_module().normalise(values)
 
 
 def settings_dict(group: Any) -> dict[str, Any]:
@@ -88,7 +72,7 @@ def settings_dict(group: Any) -> dict[str, Any]:
     for s in schema():
         value = getattr(group, s.name)
         values[s.name] = float(value) if s.kind == "float" else value
-    return normalise(settings_module().validate(values))
+    return normalise(values)
 
 
 def grouped_settings() -> list[tuple[str, str, list[Any]]]:

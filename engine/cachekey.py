@@ -72,7 +72,7 @@ def cache_key(settings: dict[str, Any], sources: list[dict[str, Any]], plate: di
     else:
         plate_ident = plate.get("digest", "")
     doc = {
-        "settings": settings_schema.validate(settings),
+        "settings": settings_schema.normalise(settings),  # a setting without effect never re-keys
         "sources": source_identity(sources),
         "plate": plate_ident,
         "plate_colorspace": plate.get("colorspace", "auto"),

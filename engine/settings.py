@@ -28,6 +28,16 @@ class Setting:
     min: float | None = None
     max: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # (other setting, "in" | "not in", values): when this setting has an effect at all. Where it has none, its
+    # value is reset to the default before hashing, so changing it never re-keys a cache (normalise()).
+    applies: tuple[str, str, tuple[Any, ...]] | None = None
+
+    def has_effect(self, values: dict[str, Any]) -> bool:
+        if self.applies is None:
+            return True
+        other, op, allowed = self.applies
+        inside = values.get(other, BY_NAME[other].default) in allowed
+        return inside if op == "in" else not inside
 
     def validate(self, value: Any) -> Any:
         kind = self.kind
@@ -114,14 +124,17 @@ SCHEMA: tuple[Setting, ...] = (
     Setting("face_selector", "enum", "all", "Faces", "Which faces in the plate are replaced", "faces",
             choices=SELECTOR_CHOICES),
     Setting("reference_frame", "int", 1, "Reference Frame",
-            "Plate frame that holds the reference face (selector 'reference')", "faces", min=0),
+            "Plate frame that holds the reference face (selector 'reference')", "faces", min=0,
+            applies=("face_selector", "in", ("reference",))),
     Setting("reference_face", "int", 0, "Reference Face",
-            "Index of the reference face in that frame, left to right (selector 'reference')", "faces", min=0),
+            "Index of the reference face in that frame, left to right (selector 'reference')", "faces", min=0,
+            applies=("face_selector", "in", ("reference",))),
     Setting("reference_distance", "float", 0.6, "Max Distance",
             "Identity distance under which a face counts as the reference person (dlib: 0.6)", "faces",
-            min=0.0, max=2.0),
+            min=0.0, max=2.0, applies=("face_selector", "in", ("reference",))),
     Setting("face_index", "int", 0, "Face Index",
-            "Position of the face to replace, counted left to right from 0 (selector 'index')", "faces", min=0),
+            "Position of the face to replace, counted left to right from 0 (selector 'index')", "faces", min=0,
+            applies=("face_selector", "in", ("index",))),
     Setting("detector_upsample", "int", 1, "Detector Upsample",
             "Upsample the frame this many times before detection; finds smaller faces, costs time", "faces",
             min=0, max=3),
@@ -132,17 +145,17 @@ SCHEMA: tuple[Setting, ...] = (
             "How the swapped face is matched to the plate's face colour (in linear light)", "colour",
             choices=COLOUR_CHOICES),
     Setting("colour_strength", "float", 1.0, "Colour Strength", "How much of the colour match is applied",
-            "colour", min=0.0, max=1.0),
+            "colour", min=0.0, max=1.0, applies=("colour_match", "not in", ("none",))),
     Setting("super_resolution", "bool", True, "Super-Resolution",
             "Upscale the source face (waifu2x) when the plate's face is larger than the source's detail",
             "enhance"),
     Setting("sr_denoise", "int", 1, "Denoise", "waifu2x denoise level (0 = none, 3 = strongest)", "enhance",
-            min=0, max=3),
+            min=0, max=3, applies=("super_resolution", "in", (True,))),
     Setting("face_enhancer", "enum", "none", "Face Enhancer",
             "Restore detail of the swapped face with a neural face restorer", "enhance",
             choices=_catalogue_choices("enhance", "No face restorer")),
     Setting("enhancer_blend", "float", 0.8, "Enhancer Blend", "How much of the restored face is used", "enhance",
-            min=0.0, max=1.0),
+            min=0.0, max=1.0, applies=("face_enhancer", "not in", ("none",))),
     Setting("face_parser", "enum", "none", "Region Matte",
             "Limit the matte to skin, brows, eyes, nose, mouth and lips found by a face parser", "matte",
             choices=_catalogue_choices("parse", "No region matte")),
@@ -184,18 +197,26 @@ def validate(values: dict[str, Any], *, partial_ok: bool = True) -> dict[str, An
     return out
 
 
+def normalise(values: dict[str, Any]) -> dict[str, Any]:
+    """Complete, checked settings with every setting that has no effect reset to its default: equal pixels give
+    equal settings (cache keys, provenance), whatever was left in the unused fields."""
+    out = validate(values)
+    return {name: (value if BY_NAME[name].has_effect(out) else BY_NAME[name].default) for name, value in out.items()}
+
+
 def canonical_json(values: dict[str, Any]) -> str:
     return json.dumps(values, sort_keys=True, separators=(",", ":"))
 
 
 def settings_hash(values: dict[str, Any]) -> str:
-    return hashlib.sha256(canonical_json(validate(values)).encode()).hexdigest()[:16]
+    return hashlib.sha256(canonical_json(normalise(values)).encode()).hexdigest()[:16]
 
 
 def schema_as_json() -> list[dict[str, Any]]:
     """The schema as plain data, for clients that build UI from it."""
     return [
         {"name": s.name, "kind": s.kind, "default": s.default, "label": s.label, "description": s.description,
-         "group": s.group, "choices": [list(c) for c in s.choices], "min": s.min, "max": s.max}
+         "group": s.group, "choices": [list(c) for c in s.choices], "min": s.min, "max": s.max,
+         "applies": list(s.applies) if s.applies else None}
         for s in SCHEMA
     ]

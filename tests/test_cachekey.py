@@ -26,18 +26,40 @@ def test_same_inputs_same_key(tmp_path):
     assert len(_key(tmp_path)) == 16
 
 
-def test_every_setting_changes_the_key(tmp_path):
-    base = _key(tmp_path)
+def _other_value(s):
+    if s.kind == "bool":
+        return not s.default
+    if s.kind == "enum":
+        return next(c[0] for c in s.choices if c[0] != s.default)
+    if s.kind == "str":
+        return "ACEScg"
+    return next(v for v in (s.max, s.min, s.default + 1) if v is not None and v != s.default)
+
+
+def _enabling(s) -> dict:
+    """Settings that make ``s`` have an effect (its controlling setting switched to an applicable value)."""
+    if s.applies is None:
+        return {}
+    other, op, values = s.applies
+    ctrl = schema.BY_NAME[other]
+    candidates = [c[0] for c in ctrl.choices] if ctrl.kind == "enum" else [True, False]
+    return {other: next(v for v in candidates if (v in values) == (op == "in"))}
+
+
+def test_every_setting_with_an_effect_changes_the_key(tmp_path):
     for s in schema.SCHEMA:
-        if s.kind == "bool":
-            value = not s.default
-        elif s.kind == "enum":
-            value = next(c[0] for c in s.choices if c[0] != s.default)
-        elif s.kind == "str":
-            value = "ACEScg"
-        else:
-            value = next(v for v in (s.max, s.min, s.default + 1) if v is not None and v != s.default)
-        assert _key(tmp_path, settings={s.name: value}) != base, s.name
+        base = _enabling(s)
+        assert _key(tmp_path, settings={**base, s.name: _other_value(s)}) != _key(tmp_path, settings=base), s.name
+
+
+def test_settings_without_effect_never_change_the_key(tmp_path):
+    conditional = [s for s in schema.SCHEMA if s.applies]
+    assert {s.name for s in conditional} >= {"reference_frame", "reference_face", "reference_distance",
+                                               "face_index", "enhancer_blend", "sr_denoise", "colour_strength"}
+    base = _key(tmp_path, settings={"face_selector": "all", "colour_match": "none", "super_resolution": False})
+    for s in conditional:
+        changed = {"face_selector": "all", "colour_match": "none", "super_resolution": False, s.name: _other_value(s)}
+        assert _key(tmp_path, settings=changed) == base, s.name
 
 
 def test_inputs_that_change_pixels_change_the_key(tmp_path):
