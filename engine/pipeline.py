@@ -41,6 +41,14 @@ ANALYSIS_THREADS = 4  # frames detected at once (bounded by the CPU count)
 NEURAL_CHUNK_FRAMES = 4
 
 
+def _usable_cpus() -> int:
+    """CPUs this process may run on (affinity / container cpusets), not all the machine has."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _noop(_event: dict[str, Any]) -> None:
     pass
 
@@ -160,6 +168,9 @@ class Engine:
         out_dir = _prepare_output(job.output_dir)
         sweep_partials(out_dir)  # what a killed earlier run left mid-write
         plate = Plate(_plate_input(job.plate, settings))
+        shot: _Shot | None = None
+        outcome = "error"
+        first = last = None
         try:
             first, last = _frame_range(plate, job.frame_start, job.frame_end)
             todo = [f for f in range(first, last + 1) if not (
@@ -169,18 +180,23 @@ class Engine:
             identity = self.source_identity(job.sources, on_event)
             shot = _Shot(self, job, settings, plate, identity, on_event, cancel)
             shot.analyse(todo)
-            written = shot.render(todo, out_dir)
+            shot.render(todo, out_dir)
+            outcome = "done"
+        except JobCancelled:
+            outcome = "cancelled"
+            raise
         finally:
             plate.close()
-        seconds = time.perf_counter() - t_start
-        summary = {"type": "done", "frames": written, "seconds": round(seconds, 3), "output_dir": out_dir,
-                   "models": _models_used(settings, shot.sr_steps)}
-        problem = audit.record({"job": "render", "plate": plate.describe(), "frames": [first, last],
-                                "frames_written": written, "output_dir": out_dir, "source_identity": identity.digest,
-                                "sources": [s.describe() for s in job.sources], "settings": settings,
-                                "models": summary["models"]})
-        if problem:
-            on_event({"type": "warning", "frame": None, "message": problem})
+            if shot is not None:  # every job that got as far as making frames is logged, whatever its outcome
+                problem = audit.record({
+                    "job": "render", "outcome": outcome, "plate": plate.describe(), "frames": [first, last],
+                    "frames_written": shot.written, "output_dir": out_dir, "source_identity": shot.identity.digest,
+                    "sources": [s.describe() for s in job.sources], "settings": settings,
+                    "models": _models_used(settings, shot.sr_steps)})
+                if problem:
+                    on_event({"type": "warning", "frame": None, "message": problem})
+        summary = {"type": "done", "frames": shot.written, "seconds": round(time.perf_counter() - t_start, 3),
+                   "output_dir": out_dir, "models": _models_used(settings, shot.sr_steps)}
         on_event(summary)
         return summary
 
@@ -198,7 +214,12 @@ class Engine:
             shot = _Shot(self, job, settings, plate, identity, collect, None)
             shot.analyse([frame])
             pending = shot.swap_frame(frame)
-            layers, out_rgba = shot.finish(pending, {})  # one frame: no neighbours to steady the colour
+            # The same colour window as the render, so the preview is the frame the bake will write.
+            stats = {(fc["track"], frame): fc["stats"] for fc in pending.faces if fc["stats"] is not None}
+            for g in range(frame - shot.radius, frame + shot.radius + 1):
+                if g != frame and g in shot.selected:
+                    stats.update({(tid, g): st for tid, st in shot.target_stats(g).items()})
+            layers, out_rgba = shot.finish(pending, stats)
         finally:
             plate.close()
         return PreviewResult(out_rgba, layers.mattes, len(pending.faces), warnings + pending.warnings)
@@ -245,11 +266,14 @@ class _Shot:
 
             self.swapper = registry.create("swap", settings["swapper"], engine.runtime())
         self.refiner = Refiner(engine, settings)
-        if engine._runtime is not None:  # say once what each neural model really runs on: never a silent fallback
-            for report in engine._runtime.reports():
-                on_event({"type": "provider", **report.to_dict()})
+        neural = _neural_models(settings)
+        if neural:  # say once what each of this job's neural models really runs on: never a silent fallback
+            for report in engine.runtime().reports():
+                if report.model in neural:
+                    on_event({"type": "provider", **report.to_dict()})
         self.selected: dict[int, list[Face]] = {}
         self.radius = settings["temporal_smoothing"]
+        self.written = 0  # frames on disk so far (kept when the job stops early: the audit log says so)
 
     def _check_cancel(self) -> None:
         if self.cancel is not None and self.cancel.is_set():
@@ -267,7 +291,7 @@ class _Shot:
         raw: dict[int, list[Face]] = {}
         # Frames are read in order on this thread (movie decoders are sequential); detection, the costly part,
         # runs on a small pool (dlib releases the GIL); landmarks follow in order.
-        workers = max(1, min(os.cpu_count() or 1, ANALYSIS_THREADS))
+        workers = max(1, min(_usable_cpus(), ANALYSIS_THREADS))
         in_flight: deque[tuple[int, np.ndarray, Future]] = deque()
 
         def collect() -> None:
@@ -487,6 +511,7 @@ class _Shot:
             fut, p, path = in_flight.pop()
             fut.result()
             written += 1
+            self.written = written
             for msg in p.warnings:
                 self.emit({"type": "warning", "frame": p.frame, "message": msg})
             elapsed = time.perf_counter() - t0
@@ -527,6 +552,9 @@ class _Shot:
                 settle()
         finally:
             writer.shutdown(wait=True)  # a cancel or an error never leaves a write half done behind
+            if in_flight and in_flight[0][0].exception() is None:
+                settle()  # that frame is on disk: say so, even though the job stops
+        self.written = written
         return written
 
     def _attributes(self, p: _Pending) -> dict[str, str]:
@@ -541,6 +569,22 @@ class _Shot:
             "facefusion:faces": str(len(p.faces)),
             "facefusion:notice": "Synthetic face replacement made with Face Fusion",
         }
+
+
+def _neural_models(settings: dict[str, Any]) -> set[str]:
+    """Catalogue ids a job's settings load, with the models they require (e.g. ArcFace for a swapper)."""
+    ids = {settings[k] for k in ("swapper", "face_enhancer", "face_parser", "occluder")} - {"geometric", "none"}
+    if not ids:
+        return set()
+    from engine.models import catalogue
+
+    todo, out = list(ids), set()
+    while todo:
+        mid = todo.pop()
+        if mid not in out:
+            out.add(mid)
+            todo.extend(catalogue.get(mid).requires)
+    return out
 
 
 def _models_used(settings: dict[str, Any], sr_steps: set[int]) -> list[str]:

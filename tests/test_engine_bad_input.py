@@ -175,3 +175,28 @@ def test_every_render_is_written_to_the_audit_log(files, photos, tmp_path, monke
                 str(tmp_path / "out2"), "--quiet", "--frames", "1-1")
     assert r.returncode == 0, r.stderr
     assert "audit log" in r.stderr
+
+
+def test_cancel_during_a_write_reports_every_frame_on_disk(files, photos, tmp_path, monkeypatch):
+    import threading
+
+    from engine import pipeline
+    from engine.errors import JobCancelled
+    from engine.job import ImageInput, SwapJob
+
+    cancel = threading.Event()
+    real_write = pipeline.write_exr
+
+    def write_then_cancel(path, *args, **kwargs):
+        real_write(path, *args, **kwargs)
+        cancel.set()  # the cancel arrives while this frame is being written
+
+    monkeypatch.setattr(pipeline, "write_exr", write_then_cancel)
+    done = []
+    job = SwapJob(sources=[ImageInput(path=photos["astronaut"])], plate=ImageInput(path=files["plate"]),
+                  output_dir=str(tmp_path), settings={"temporal_smoothing": 0})
+    with pytest.raises(JobCancelled):
+        pipeline.Engine().run(job, lambda e: done.append(e["frame"]) if e["type"] == "frame_done" else None, cancel)
+    on_disk = sorted(int(n.split(".")[1]) for n in os.listdir(tmp_path))
+    assert on_disk == done == [1]
+    _no_partial(tmp_path)

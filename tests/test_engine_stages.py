@@ -23,7 +23,7 @@ def test_gain_match_recovers_exposure_and_white_balance():
     target = _face_patch()
     swapped = target * np.array([0.5, 0.7, 1.3], np.float32)  # same face, other light
     skin = np.ones(target.shape[:2], np.float32)
-    p = colour_match.estimate(swapped, target, skin, "gain")
+    p = colour_match.estimate_to(swapped, skin, colour_match.skin_stats(target, skin), "gain")
     out = colour_match.apply(swapped, p, "gain", 1.0)
     assert np.allclose(out, target, rtol=1e-3, atol=1e-5)
     half = colour_match.apply(swapped, p, "gain", 0.5)  # the strength slider interpolates
@@ -35,7 +35,7 @@ def test_reinhard_matches_lab_statistics_inside_skin_only():
     swapped = np.clip(target * 0.6 + 0.05, 0, None)
     skin = np.zeros(target.shape[:2], np.float32)
     skin[20:100, 20:70] = 1
-    p = colour_match.estimate(swapped, target, skin, "reinhard")
+    p = colour_match.estimate_to(swapped, skin, colour_match.skin_stats(target, skin), "reinhard")
     out = colour_match.apply(swapped, p, "reinhard", 1.0)
     lab_out = colour_match.lin_to_lab(out)[skin > 0]
     lab_tgt = colour_match.lin_to_lab(target)[skin > 0]
@@ -181,3 +181,24 @@ def test_source_fringe_is_not_carried_onto_the_forehead(photos):
     dark[inside] = (0.25, 0.17, 0.1)  # a dark fringe
     assert _forehead_hair(bare, pts)[inside].mean() < 0.1
     assert _forehead_hair(dark, pts)[inside].mean() > 0.6
+
+
+def test_window_statistics_are_the_mean_of_the_frames():
+    patch = _face_patch() + 0.01  # above the log floor
+    a = colour_match.skin_stats(patch, np.ones((120, 90), np.float32))
+    b = colour_match.skin_stats(patch * 2, np.ones((120, 90), np.float32))
+    m = colour_match.SkinStats.mean([a, b])
+    assert np.allclose(m.mean_log, a.mean_log + np.log(2) / 2, atol=1e-4)  # exposure halfway, in log space
+    assert np.allclose(m.lab_mean, (a.lab_mean + b.lab_mean) / 2)
+
+
+def test_preview_is_the_frame_the_bake_writes(t1_shot, photos, tmp_path):
+    eng = Engine()
+    job = SwapJob(sources=[ImageInput(path=photos["astronaut"])], plate=ImageInput(path=t1_shot["pattern"]),
+                  output_dir=str(tmp_path), settings={"output_mode": "composite"})
+    eng.run(job)
+    ch, _ = read(str(tmp_path / "facefusion.0003.exr"))
+    baked = np.stack([ch["R"], ch["G"], ch["B"], ch["A"]], -1)
+    preview = eng.preview(job, 3)
+    assert preview.faces == 2
+    assert np.array_equal(preview.rgba.astype(np.float16).astype(np.float32), baked)

@@ -87,12 +87,6 @@ def estimate_to(swapped_lin: np.ndarray, skin: np.ndarray, target: SkinStats, mo
     return ColourParams(gain, zeros, ones, zeros, ones)
 
 
-def estimate(swapped_lin: np.ndarray, target_lin: np.ndarray, skin: np.ndarray, mode: str) -> ColourParams | None:
-    """Parameters that take the swap's skin statistics to the target's (one frame, no smoothing)."""
-    target = skin_stats(target_lin, skin)
-    return None if target is None else estimate_to(swapped_lin, skin, target, mode)
-
-
 def apply(swapped_lin: np.ndarray, p: ColourParams, mode: str, strength: float) -> np.ndarray:
     out = swapped_lin.astype(np.float64) * p.gain
     if mode in ("reinhard", "gain_reinhard"):
