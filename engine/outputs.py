@@ -15,6 +15,9 @@ import time
 PREFIX = "facefusion"
 PARTIAL_SUFFIX = ".partial.exr"
 STALE_SECONDS = 6 * 3600  # a partial file this old is stale whatever its writer (a crashed host's leftovers)
+# A frame write takes seconds. A file whose writer looks dead is only removed once it is this old, since a
+# writer in another PID namespace on the same host (containers sharing the host name) also "looks dead".
+QUIET_SECONDS = 600
 
 
 def output_name(frame: int, prefix: str = PREFIX) -> str:
@@ -78,15 +81,15 @@ def sweep_partials(folder: str, dead_pid: int | None = None) -> list[str]:
         path = os.path.join(folder, name)
         writer = _writer(name)
         try:
-            old = now - os.stat(path).st_mtime > STALE_SECONDS
+            age = now - os.stat(path).st_mtime
         except OSError:
             continue
         if writer is None or writer[0] != host:
-            dead = old
-        elif dead_pid is not None:
+            dead = age > STALE_SECONDS
+        elif dead_pid is not None:  # a client that saw its own engine die: exactly that writer's files
             dead = writer[1] == dead_pid
         else:
-            dead = old or not pid_alive(writer[1])
+            dead = age > STALE_SECONDS or (age > QUIET_SECONDS and not pid_alive(writer[1]))
         if dead:
             try:
                 os.unlink(path)

@@ -202,3 +202,41 @@ def test_preview_is_the_frame_the_bake_writes(t1_shot, photos, tmp_path):
     preview = eng.preview(job, 3)
     assert preview.faces == 2
     assert np.array_equal(preview.rgba.astype(np.float16).astype(np.float32), baked)
+
+
+def test_variable_frame_rate_movie_numbers_frames_the_same_in_any_order(tmp_path):
+    """Phone and screen recordings have irregular frame times: a seek must land on the same frame numbers as
+    reading from the start (a farm chunk that starts mid-movie sees the same frames as a whole-shot job)."""
+    import fractions
+
+    import av
+
+    from engine.io.movie import Movie
+
+    path = str(tmp_path / "vfr.mkv")
+    with av.open(path, "w") as c:
+        s = c.add_stream("mpeg4", rate=30)
+        s.width = s.height = 64
+        s.pix_fmt = "yuv420p"
+        s.codec_context.gop_size = 5
+        s.codec_context.time_base = fractions.Fraction(1, 1000)
+        t = 0
+        for i in range(40):
+            img = np.full((64, 64, 3), i * 6, np.uint8)
+            vf = av.VideoFrame.from_ndarray(img, format="rgb24")
+            vf.pts, vf.time_base = t, fractions.Fraction(1, 1000)
+            t += 33 if i % 3 else 50  # irregular frame times
+            for p in s.encode(vf):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    seq = Movie(path)
+    reference = [seq.read(f) for f in range(1, 41)]
+    seq.close()
+    levels = [float(r[..., 0].mean() * 255) for r in reference]
+    assert all(abs(level - 6 * i) < 8 for i, level in enumerate(levels))  # every frame once, in order
+    movie = Movie(path)
+    assert movie.frame_count == 40
+    for f in (25, 6, 40, 13, 1, 33, 7, 19):
+        assert np.array_equal(movie.read(f), reference[f - 1]), f
+    movie.close()

@@ -25,16 +25,26 @@ class Movie:
                               "convert it to an image sequence or a common codec (H.264, ProRes)") from exc
         self._stream.thread_type = "AUTO"
         self._deep = any(t in (self._stream.format.name or "") for t in ("10", "12", "16"))
-        self.frame_count = self._count_frames()
+        # Presentation times of every frame, in display order, from the packets (read once, not decoded): the
+        # exact frame numbering on constant and variable frame rate alike, and where a seek must land.
+        self._pts = self._scan_pts()
+        self._frame_of_pts = {p: i + 1 for i, p in enumerate(self._pts)} if self._pts else {}
+        self.frame_count = len(self._pts) if self._pts else self._count_frames()
         self._iter = None
         self._next: int | None = 1
         self._counting = True
 
+    def _scan_pts(self) -> list[int] | None:
+        try:
+            pts = [p.pts for p in self._container.demux(self._stream) if p.size > 0]
+        finally:
+            self._container.seek(0)
+        if not pts or any(p is None for p in pts) or len(set(pts)) != len(pts):
+            return None  # no usable timing: frames are numbered by counting from the first
+        return sorted(pts)
+
     def _count_frames(self) -> int:
-        n = self._stream.frames
-        if n and n > 0:
-            return int(n)
-        count = sum(1 for _ in self._container.decode(self._stream))  # container gave no count: decode once
+        count = sum(1 for _ in self._container.decode(self._stream))  # decode once to count
         self._container.seek(0)
         return count
 
@@ -44,23 +54,12 @@ class Movie:
         self._next = 1
         self._counting = True  # frame numbers by counting from the first frame: exact on any codec
 
-    def _frame_number(self, vf) -> int | None:
-        """1-based frame number from the presentation time; None when the stream has no usable timing."""
-        rate = self._stream.average_rate or self._stream.guessed_rate
-        if vf.pts is None or not rate or self._stream.time_base is None:
-            return None
-        start = self._stream.start_time or 0
-        return int(round(float((vf.pts - start) * self._stream.time_base * rate))) + 1
-
     def _seek(self, frame: int) -> None:
         """Jump to the key frame at or before ``frame`` (cost: one GOP, not the whole movie)."""
-        rate = self._stream.average_rate or self._stream.guessed_rate
-        if not rate or self._stream.time_base is None:
+        if not self._pts:
             self._restart()
             return
-        start = self._stream.start_time or 0
-        target = start + int((frame - 1) / rate / self._stream.time_base)
-        self._container.seek(target, stream=self._stream, backward=True, any_frame=False)
+        self._container.seek(self._pts[frame - 1], stream=self._stream, backward=True, any_frame=False)
         self._iter = self._container.decode(self._stream)
         self._next = None
         self._counting = False
@@ -89,8 +88,8 @@ class Movie:
                 number = self._next
                 self._next += 1
             else:
-                number = self._frame_number(vf)
-                if number is None or number > frame:  # no timing, or the seek overshot: count from the start
+                number = self._frame_of_pts.get(vf.pts)
+                if number is None or number > frame:  # unknown time, or the seek overshot: count from the start
                     self._restart()
                     continue
                 self._next = number + 1
