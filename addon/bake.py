@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import compat, plates, prefs, session, targets
+from .engine_link import engine_module
 from .props import settings_dict
 
 COPY_INTERVAL_S = 1.0  # Blender < 5.0: finished frames are batched, at most one copy process per interval
@@ -52,6 +53,8 @@ def _stop_copy(item: TargetBake) -> None:
     if proc is not None and proc.poll() is None:
         proc.kill()
         proc.wait()
+        # The killed copy may have left its temporary file: remove exactly that process's leftovers.
+        engine_module("outputs").sweep_partials(item.target.display_dir(item.key)[1], dead_pid=proc.pid)
     if item.copy_err is not None:
         item.copy_err.close()
         item.copy_err = None

@@ -9,7 +9,7 @@ runs with the *engine's* Python (which has OpenImageIO; Blender's has not):
 File names come from ``engine/outputs.py`` (stdlib only), found beside this script's folder: the extension
 root (or the checkout) holds both ``addon/`` and ``engine/``.
 
-Each copy holds R, G, B, A (premultiplied, half float), the same colour space tags, and is written
+Each copy holds R, G, B, A (premultiplied, the engine file's pixel type), the same colour space tags, and is written
 atomically (temp file, then rename), so a reader never sees half a file.
 """
 
@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from engine.outputs import output_name  # noqa: E402 (needs the path above)
+from engine.outputs import PARTIAL_SUFFIX, output_name, partial_prefix  # noqa: E402 (needs the path above)
 
 
 def copy_frame(src: str, dst: str) -> None:
@@ -28,11 +28,13 @@ def copy_frame(src: str, dst: str) -> None:
 
     buf = oiio.ImageBuf(src)
     spec = buf.spec()
-    pixels = buf.get_pixels(oiio.HALF)
+    # Same pixel type as the engine wrote (float composites of float plates stay float: untouched bits survive).
+    fmt = oiio.FLOAT if spec.format == oiio.FLOAT else oiio.HALF
+    pixels = buf.get_pixels(fmt)
     if pixels is None:
         raise SystemExit(f"cannot read {src}: {buf.geterror()}")
     pixels = pixels.reshape(spec.height, spec.width, spec.nchannels)[..., :4].copy()
-    out_spec = oiio.ImageSpec(spec.width, spec.height, 4, oiio.HALF)
+    out_spec = oiio.ImageSpec(spec.width, spec.height, 4, fmt)
     out_spec.channelnames = ("R", "G", "B", "A")
     out_spec.alpha_channel = 3
     out_spec.attribute("compression", "zip")
@@ -40,8 +42,8 @@ def copy_frame(src: str, dst: str) -> None:
         value = spec.get_string_attribute(name)
         if value:
             out_spec.attribute(name, value)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(dst) + ".", suffix=".partial.exr",
-                               dir=os.path.dirname(dst))
+    # Host and pid in the name, as the engine's own writes: a killed copy's leftovers can be swept.
+    fd, tmp = tempfile.mkstemp(prefix=partial_prefix(dst), suffix=PARTIAL_SUFFIX, dir=os.path.dirname(dst))
     os.close(fd)
     try:
         out = oiio.ImageOutput.create(tmp)
