@@ -21,6 +21,7 @@ import numpy as np
 
 from engine import __version__, audit
 from engine import settings as schema
+from engine.analysis_cache import AnalysisCache
 from engine.errors import EngineError, JobCancelled
 from engine.io import colour
 from engine.io.exr import write_exr
@@ -294,21 +295,36 @@ class _Shot:
         workers = max(1, min(_usable_cpus(), ANALYSIS_THREADS))
         in_flight: deque[tuple[int, np.ndarray, Future]] = deque()
 
+        fresh: list[int] = []  # frames analysed by this job (the others came from the analysis cache)
+
         def collect() -> None:
             f, u8, fut = in_flight.popleft()
             raw[f] = self.engine.describe_faces(u8, fut.result(), embed)
+            fresh.append(f)
             self.emit({"type": "progress", "stage": "analyse", "done": len(raw), "total": len(need)})
 
-        with ThreadPoolExecutor(workers, thread_name_prefix="ff-detect") as pool:
-            for f in need:
-                self._check_cancel()
-                rgba, gamut = self.plate.read(f)
-                u8 = _to_u8(colour.linear_to_model(rgba[..., :3], gamut))
-                in_flight.append((f, u8, pool.submit(self.engine.detect_u8, u8, self.s["detector_upsample"])))
-                if len(in_flight) > workers:
+        cache = AnalysisCache.for_plate(self.plate.src.path, self.plate.space, self.s["detector_upsample"])
+        try:
+            with ThreadPoolExecutor(workers, thread_name_prefix="ff-detect") as pool:
+                for f in need:
+                    self._check_cancel()
+                    cached = cache.get(f, embed) if cache is not None else None
+                    if cached is not None:  # analysed by an earlier job on this plate: same faces, no detection
+                        raw[f] = cached
+                        self.emit({"type": "progress", "stage": "analyse", "done": len(raw), "total": len(need)})
+                        continue
+                    rgba, gamut = self.plate.read(f)
+                    u8 = _to_u8(colour.linear_to_model(rgba[..., :3], gamut))
+                    in_flight.append((f, u8, pool.submit(self.engine.detect_u8, u8, self.s["detector_upsample"])))
+                    if len(in_flight) > workers:
+                        collect()
+                while in_flight:
                     collect()
-            while in_flight:
-                collect()
+        finally:
+            if cache is not None:  # keep what was analysed, even when the job stops here
+                for f in fresh:
+                    cache.put(f, raw[f])
+                cache.save()
         tracks = [track.smooth(track.fill_gaps(t), self.radius) for t in track.link(raw)]
         keep = self._select_tracks(tracks, raw)
         for f in need:  # neighbours too: their skin statistics steady the colour match of the frames we render
@@ -344,7 +360,7 @@ class _Shot:
                     for f in t:
                         per_frame.setdefault(f, set()).add(tid)
         else:
-            ref = self._reference_embedding()
+            ref = self._reference_embedding(raw)
             for tid, t in enumerate(tracks):
                 dists = [identity_distance(face.embeddings[DlibRecognizer.id], ref) for f, face in t.items()
                          if DlibRecognizer.id in face.embeddings]
@@ -353,14 +369,17 @@ class _Shot:
                         per_frame.setdefault(f, set()).add(tid)
         return per_frame
 
-    def _reference_embedding(self) -> np.ndarray:
+    def _reference_embedding(self, raw: dict[int, list[Face]]) -> np.ndarray:
         f = self.s["reference_frame"]
         if f not in self.plate.frames:
             raise EngineError(f"reference frame {f} is outside the plate ({self.plate.frames[0]}-"
                               f"{self.plate.frames[-1]})", "set --reference-frame to a frame of the plate")
-        rgba, gamut = self.plate.read(f)
-        faces = self.engine.analyse_u8(_to_u8(colour.linear_to_model(rgba[..., :3], gamut)),
-                                       self.s["detector_upsample"], embed=True)
+        if f in raw:  # analysed with this job's frames already (embeddings included in reference mode)
+            faces = raw[f]
+        else:
+            rgba, gamut = self.plate.read(f)
+            faces = self.engine.analyse_u8(_to_u8(colour.linear_to_model(rgba[..., :3], gamut)),
+                                           self.s["detector_upsample"], embed=True)
         idx = self.s["reference_face"]
         if idx >= len(faces):
             raise EngineError(f"reference frame {f} has {len(faces)} face(s), so face index {idx} does not exist",

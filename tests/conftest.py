@@ -20,6 +20,7 @@ def pytest_configure(config):
     import tempfile
 
     os.environ["FACE_FUSION_AUDIT_LOG"] = os.path.join(tempfile.mkdtemp(prefix="ff-audit-"), "audit.jsonl")
+    os.environ["FACE_FUSION_CACHE_DIR"] = tempfile.mkdtemp(prefix="ff-cache-")  # analysis cache of the tests
 
 
 @pytest.fixture(scope="session")

@@ -240,3 +240,27 @@ def test_variable_frame_rate_movie_numbers_frames_the_same_in_any_order(tmp_path
     for f in (25, 6, 40, 13, 1, 33, 7, 19):
         assert np.array_equal(movie.read(f), reference[f - 1]), f
     movie.close()
+
+
+def test_analysis_is_reused_across_jobs_and_settings(t1_shot, photos, tmp_path, monkeypatch):
+    """A re-bake after a colour change, a resumed bake or frame-by-frame baking detects nothing again, and the
+    cached analysis gives the same geometry bit for bit."""
+    monkeypatch.setenv("FACE_FUSION_CACHE_DIR", str(tmp_path / "cache"))
+    src = [ImageInput(path=photos["astronaut"])]
+    plate = ImageInput(path=t1_shot["pattern"])
+    eng = Engine()
+    eng.run(SwapJob(sources=src, plate=plate, output_dir=str(tmp_path / "a"), settings={}))
+    calls = []
+    real = eng.detect_u8
+    monkeypatch.setattr(eng, "detect_u8", lambda *a: calls.append(1) or real(*a))
+    eng.run(SwapJob(sources=src, plate=plate, output_dir=str(tmp_path / "b"), settings={"colour_match": "gain"}))
+    assert calls == []
+    for f in range(1, 5):
+        a, _ = read(str(tmp_path / "a" / f"facefusion.{f:04d}.exr"))
+        b, _ = read(str(tmp_path / "b" / f"facefusion.{f:04d}.exr"))
+        assert np.array_equal(a["FaceMatte.A"], b["FaceMatte.A"])  # same faces, same geometry
+    # the reference selector needs identity embeddings the first jobs did not compute: analysed again, once
+    eng.run(SwapJob(sources=src, plate=plate, output_dir=str(tmp_path / "c"), settings={"face_selector": "reference"}))
+    assert len(calls) == 4
+    eng.run(SwapJob(sources=src, plate=plate, output_dir=str(tmp_path / "d"), settings={"face_selector": "reference"}))
+    assert len(calls) == 4

@@ -37,6 +37,7 @@ def pytest_configure(config: pytest.Config) -> None:
     import tempfile
 
     os.environ.setdefault("FACE_FUSION_AUDIT_LOG", os.path.join(tempfile.mkdtemp(prefix="ff-audit-"), "audit.jsonl"))
+    os.environ.setdefault("FACE_FUSION_CACHE_DIR", tempfile.mkdtemp(prefix="ff-cache-"))  # engine analysis cache
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
