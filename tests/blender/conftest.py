@@ -153,6 +153,15 @@ def scene(addon, tmp_path):
     addon.handlers.FAILURES.clear()
 
 
+def face_fusion_shot(addon, scene, media):
+    """A 160 px scene with the plate and a Face Fusion strip above it (source photo set)."""
+    scene.frame_start, scene.frame_end = 1, media["frames"]
+    scene.render.resolution_x = scene.render.resolution_y = 160
+    strip = addon.sequencer.add_face_fusion(scene, add_plate(scene, media))
+    strip.face_fusion.sources.add().filepath = media["source"]
+    return strip
+
+
 def add_plate(scene, media: dict, channel: int = 1, frame_start: int = 1):
     """An image strip of the media's plate sequence."""
     addon = sys.modules[ADDON + ".addon"]

@@ -9,19 +9,9 @@ import threading
 import time
 
 import pytest
-from conftest import add_plate, read_images
+from conftest import face_fusion_shot, read_images
 
 bpy = pytest.importorskip("bpy")
-
-
-def _shot(addon, scene, media):
-    scene.frame_start, scene.frame_end = 1, media["frames"]
-    scene.render.resolution_x = scene.render.resolution_y = 160
-    plate = add_plate(scene, media)
-    strip = addon.sequencer.add_face_fusion(scene, plate)
-    src = strip.face_fusion.sources.add()
-    src.filepath = media["source"]
-    return strip
 
 
 def _no_partial_files(folder: str, tmp: str) -> list[str]:
@@ -36,7 +26,7 @@ def _no_partial_files(folder: str, tmp: str) -> list[str]:
 
 
 def test_cancel_mid_bake_leaves_no_partial_file(addon, scene, long_media, cache_dir, tmp_path):
-    strip = _shot(addon, scene, long_media)
+    strip = face_fusion_shot(addon, scene, long_media)
     target = addon.targets.Target(scene, strip, "strip")
     item = addon.bake.plan(target)
     run = addon.bake.start([item])
@@ -58,7 +48,7 @@ def test_cancel_mid_bake_leaves_no_partial_file(addon, scene, long_media, cache_
 
 
 def test_engine_killed_mid_bake_reports_and_recovers(addon, scene, long_media, cache_dir, tmp_path):
-    strip = _shot(addon, scene, long_media)
+    strip = face_fusion_shot(addon, scene, long_media)
     target = addon.targets.Target(scene, strip, "strip")
     folder = target.output_dir(target.cache_key())[1]
     os.makedirs(folder, exist_ok=True)

@@ -14,18 +14,9 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from conftest import add_plate
+from conftest import face_fusion_shot
 
 bpy = pytest.importorskip("bpy")
-
-
-def _shot(addon, scene, media):
-    scene.frame_start, scene.frame_end = 1, media["frames"]
-    scene.render.resolution_x = scene.render.resolution_y = 160
-    plate = add_plate(scene, media)
-    strip = addon.sequencer.add_face_fusion(scene, plate)
-    strip.face_fusion.sources.add().filepath = media["source"]
-    return strip
 
 
 def _modal_operator(addon, strip, reports):
@@ -61,7 +52,7 @@ def _drive(op, ctx, until, timeout=180.0):
 
 
 def test_modal_bake_shows_progress_and_frames_as_they_land(addon, scene, media, cache_dir):
-    strip = _shot(addon, scene, media)
+    strip = face_fusion_shot(addon, scene, media)
     reports: list = []
     op, ctx, progress, landed = _modal_operator(addon, strip, reports)
     assert op.modal(ctx, SimpleNamespace(type="MOUSEMOVE")) == {"PASS_THROUGH"}  # other events go on
@@ -79,7 +70,7 @@ def test_modal_bake_shows_progress_and_frames_as_they_land(addon, scene, media, 
 
 
 def test_esc_cancels_the_modal_bake_and_keeps_finished_frames(addon, scene, long_media, cache_dir):
-    strip = _shot(addon, scene, long_media)
+    strip = face_fusion_shot(addon, scene, long_media)
     reports: list = []
     op, ctx, progress, landed = _modal_operator(addon, strip, reports)
     engine_folder = op._run.items[0].folder
