@@ -24,6 +24,16 @@ An engine started by ``start`` exits when this process dies (its stdin reaches E
 call, ``wait``, ``events`` and ``poll_events`` then raise ``EngineDied``; ``eng.restart()`` starts a
 fresh one (same arguments) or reconnects, and jobs can be submitted again.
 
+An engine that is alive but stuck is noticed too: the client asks for heartbeats in its ``hello`` and
+the engine sends one every second, busy or idle (a long frame is not silence). Once heartbeats are
+promised (hello reply) or the first one arrived, if nothing at all comes from a living engine process
+for ``hung_after`` seconds (``start``/``connect`` parameter, default 30; None or 0: never), the same
+calls raise ``EngineHung`` (an ``EngineClientError``, not an ``EngineDied``). ``eng.restart()`` kills
+the stuck engine at once and starts a fresh one; ``eng.close()`` kills it too rather than wait for it.
+``eng.silent_for`` is the seconds since the engine was last heard from. An older engine without
+heartbeats is never declared hung. If the engine recovers (e.g. it was stopped, then continued) before
+you restart it, calls simply work again.
+
 Jobs (each returns a ``Job`` at once; nothing blocks until you wait)::
 
     job = eng.render(plate="/shots/sh010/plate.####.exr",           # str/path, ImageRef, or float32 pixels
@@ -62,7 +72,8 @@ Events (dicts, ``ev["type"]``): ``queued`` {position} · ``start`` {total, frame
 {message} · ``cancelled``. After it, ``job.done`` is True and ``job.state`` is that type.
 
 Exceptions: ``EngineClientError`` (base) · ``EngineStartError`` (engine did not come up; message has
-its output) · ``EngineDied`` (the engine process or connection is gone) · ``ProtocolMismatch``
+its output) · ``EngineDied`` (the engine process or connection is gone) · ``EngineHung`` (its process lives but has
+sent nothing, not even a heartbeat, for ``hung_after`` seconds; restart it) · ``ProtocolMismatch``
 (add-on and engine versions differ) · ``RequestError`` (the engine refused a request; the message names
 the problem) · ``JobFailed`` (the job ended with an error) · ``JobCancelledError``.
 
@@ -95,10 +106,11 @@ from . import PROTOCOL_VERSION, __version__, outputs, protocol, transport
 
 __all__ = [
     "EngineClient", "Job", "ImageRef", "PreviewResult", "EngineClientError", "EngineStartError", "EngineDied",
-    "ProtocolMismatch", "RequestError", "JobFailed", "JobCancelledError",
+    "EngineHung", "ProtocolMismatch", "RequestError", "JobFailed", "JobCancelledError",
 ]
 
 POLL_S = 0.05  # how often blocking waits re-check that the engine is alive
+HUNG_AFTER_S = 30.0  # default: a living engine silent this long (no heartbeat either) is stuck
 
 
 class EngineClientError(Exception):
@@ -111,6 +123,11 @@ class EngineStartError(EngineClientError):
 
 class EngineDied(EngineClientError):
     """The engine process or its connection is gone. ``restart()`` the client to go on."""
+
+
+class EngineHung(EngineClientError):
+    """The engine process is alive but has sent nothing (not even a heartbeat) for ``hung_after`` seconds:
+    it is stuck. ``restart()`` the client (kills it, starts a fresh one) and submit again."""
 
 
 class ProtocolMismatch(EngineClientError):
@@ -189,7 +206,7 @@ class Job:
 
     def poll(self) -> list[dict[str, Any]]:
         """Events received so far and not yet consumed; never blocks. Raises EngineDied if the engine
-        died before the job ended (after returning what had arrived)."""
+        died before the job ended (after returning what had arrived), EngineHung if it is stuck."""
         out = self._drain()
         if not out and self._terminal is None:
             self.client._raise_if_dead()
@@ -205,7 +222,8 @@ class Job:
 
     def events(self, timeout: float | None = None) -> Iterator[dict[str, Any]]:
         """Yield events until (and including) the terminal one. ``timeout``: the longest wait for any one
-        event (TimeoutError); None waits forever. Raises EngineDied if the engine dies first."""
+        event (TimeoutError); None waits forever. Raises EngineDied if the engine dies first, EngineHung
+        if it stops answering (no heartbeat for ``hung_after`` seconds) while its process lives."""
         while True:
             ev = self._next(timeout)
             yield ev
@@ -325,6 +343,9 @@ class EngineClient:
         self.info: dict[str, Any] = {}
         self.client_name = "facefusion"
         self.log_path: str | None = None
+        self.hung_after: float | None = HUNG_AFTER_S
+        self._last_rx = time.monotonic()  # when anything last arrived from the engine
+        self._heartbeats = False  # the engine promised or sent heartbeats: silence means stuck
         _LIVE_CLIENTS.add(self)
 
     # ------------------------------------------------------------------------------------- start up
@@ -334,15 +355,17 @@ class EngineClient:
               device: str = "cpu", allowed_output_roots: list[str] | tuple[str, ...] = (),
               render_workers: int = 1, extra_args: list[str] | tuple[str, ...] = (),
               env: dict[str, str] | None = None, log_path: str | None = None, start_timeout: float = 60.0,
-              client_name: str = "facefusion") -> EngineClient:
+              client_name: str = "facefusion", hung_after: float | None = HUNG_AFTER_S) -> EngineClient:
         """Launch ``python -m engine serve`` (cwd and PYTHONPATH = ``root``, the folder holding ``engine/``)
         and connect. The key goes through the engine's stdin, never its command line or environment; the
         engine exits when this process dies. ``env``: variables added to (or replacing) this process's
         environment for the engine, e.g. ``{"OCIO": <Blender's config.ocio>, "FACE_FUSION_MODELS_DIR": ...}``
         (Blender's PYTHONHOME/PYTHONPATH/PYTHONSTARTUP are never passed on). ``log_path``: the engine's
-        stderr (default: this process's stderr). A failed start leaves no process and no folder behind."""
+        stderr (default: this process's stderr). A failed start leaves no process and no folder behind.
+        ``hung_after``: seconds of silence (no heartbeat) from a living engine before calls raise EngineHung."""
         self = cls()
         self.client_name = client_name
+        self.hung_after = hung_after
         self._launch = {"python": python, "root": root or _default_root(), "models_dir": models_dir,
                         "device": device, "allowed_output_roots": list(allowed_output_roots),
                         "render_workers": render_workers, "extra_args": list(extra_args),
@@ -353,10 +376,12 @@ class EngineClient:
 
     @classmethod
     def connect(cls, socket_dir: str | None = None, *, address: str | None = None, authkey: bytes | None = None,
-                client_name: str = "facefusion") -> EngineClient:
-        """Connect to a running engine: by its socket directory (reads engine.json) or address + key."""
+                client_name: str = "facefusion", hung_after: float | None = HUNG_AFTER_S) -> EngineClient:
+        """Connect to a running engine: by its socket directory (reads engine.json) or address + key.
+        ``hung_after``: as for ``start``."""
         self = cls()
         self.client_name = client_name
+        self.hung_after = hung_after
         self._connect_args = {"socket_dir": socket_dir, "address": address, "authkey": authkey}
         self._connect_existing()
         return self
@@ -459,12 +484,16 @@ class EngineClient:
                                     f"{exc}") from None
         self.address = address
         self._dead = None
+        self._heartbeats = False
+        self._last_rx = time.monotonic()
         self._reader = threading.Thread(target=self._read_loop, args=(self._channel,), daemon=True,
                                         name="engine-reader")
         self._reader.start()
         try:
             self.info = self._request("hello", timeout=30.0, protocol=PROTOCOL_VERSION, client=self.client_name,
-                                      pid=os.getpid(), engine_version=__version__)
+                                      pid=os.getpid(), engine_version=__version__, heartbeat=True)
+            if self.info.get("heartbeat_s"):
+                self._heartbeats = True  # promised: silence from now on means stuck
         except (RequestError, EngineDied) as exc:
             self._close_channel()
             if "protocol version mismatch" in str(exc):  # refused by the engine, or the engine is other
@@ -486,6 +515,9 @@ class EngineClient:
         """Disconnect. ``shutdown``: also stop the engine (default: only an engine this client started)."""
         if shutdown is None:
             shutdown = self.process is not None
+        if self.process is not None and self._hung_reason() is not None:
+            self._kill_hung()
+            shutdown = False
         if shutdown and self._channel is not None and self._dead is None:
             try:
                 self._request("shutdown", timeout=5.0)
@@ -509,6 +541,19 @@ class EngineClient:
                 shutil.rmtree(self.socket_dir, ignore_errors=True)
         self._release_slots()
         _LIVE_CLIENTS.discard(self)
+
+    def _kill_hung(self) -> None:
+        """A stuck engine would neither answer 'shutdown' nor notice its stdin closing: kill it, then remove
+        its temporary files from the output folders of unfinished jobs (never other hosts' files)."""
+        assert self.process is not None
+        pid = self.process.pid
+        self._kill_process()
+        if transport.pid_alive(pid):
+            return
+        with self._lock:
+            dirs = {j.output_dir for j in self._jobs.values() if j.output_dir and not j.done}
+        for d in dirs:
+            outputs.sweep_partials(d, dead_pid=pid)
 
     def _kill_process(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -544,17 +589,56 @@ class EngineClient:
     def pid(self) -> int | None:
         return self.info.get("pid")
 
+    @property
+    def silent_for(self) -> float:
+        """Seconds since anything (a reply, an event, a heartbeat) last arrived from the engine."""
+        return time.monotonic() - self._last_rx
+
     def _raise_if_dead(self) -> None:
         if self._dead is not None:
             raise EngineDied(self._dead)
-        if self._channel is None:
+        channel = self._channel
+        if channel is None:
             raise EngineDied("not connected to an engine")
+        reason = self._hung_reason(channel)
+        if reason is not None:
+            raise EngineHung(reason)
+
+    def _hung_reason(self, channel: transport.Channel | None = None) -> str | None:
+        """Why the engine counts as stuck, or None: heartbeats were promised, nothing arrived for
+        ``hung_after`` seconds, nothing waits unread, and its process is still alive."""
+        limit = self.hung_after
+        if not limit or not self._heartbeats or self._dead is not None:
+            return None
+        silent = time.monotonic() - self._last_rx
+        if silent <= limit:
+            return None
+        channel = channel or self._channel
+        try:
+            if channel is not None and channel.poll(0):
+                return None  # data waits: our reader is behind (this process was busy), not the engine
+        except (OSError, ValueError, EOFError):
+            return None  # the connection is going away: EngineDied follows
+        pid = self.process.pid if self.process is not None else self.info.get("pid")
+        if self.process is not None:
+            if self.process.poll() is not None:
+                return None
+        elif pid is None or not transport.pid_alive(pid):
+            return None
+        if self.process is not None or self._launch is not None:
+            what = "restart it (EngineClient.restart) and bake again"
+        else:
+            what = (f"restart that engine (kill process {pid} and run 'python -m engine serve' again), then "
+                    "reconnect (EngineClient.restart) and bake again")
+        return (f"the engine (pid {pid}) has not answered for {silent:.0f} s although its process is alive "
+                f"(no heartbeat either; limit {limit:g} s); it may be stuck — {what}")
 
     def _read_loop(self, channel: transport.Channel) -> None:
         reason = "the engine closed the connection"
         try:
             while True:
                 data = channel.recv_bytes()
+                self._last_rx = time.monotonic()  # anything counts, even a message we cannot read
                 try:
                     msg = protocol.parse_incoming(data)
                 except protocol.ProtocolError as exc:
@@ -634,6 +718,9 @@ class EngineClient:
             if pending is not None:
                 pending.reply = msg
                 pending.event.set()
+        elif kind == "notice":
+            if msg["notice"]["type"] == "heartbeat":
+                self._heartbeats = True
         elif kind == "event":
             with self._lock:
                 job = self._jobs.get(msg["job"])
@@ -950,7 +1037,7 @@ class EngineClient:
 
     def poll_events(self) -> list[tuple[Job, dict[str, Any]]]:
         """Every job's new events, without blocking (for a modal operator's timer). Raises EngineDied
-        once the engine is gone and everything it sent has been returned."""
+        once the engine is gone and everything it sent has been returned; EngineHung while it is stuck."""
         with self._lock:
             jobs = list(self._jobs.values())
         out = []

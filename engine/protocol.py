@@ -10,6 +10,13 @@ reply    ``{"v": 1, "kind": "reply", "id": 7, "ok": true, "result": {...}}``
          ``{"v": 1, "kind": "reply", "id": 7, "ok": false, "error": "one line naming the problem"}``
 event    ``{"v": 1, "kind": "event", "job": 3, "event": {"type": "frame_done", ...}}``
 notice   ``{"v": 1, "kind": "notice", "notice": {"type": "shutdown", "message": ...}}``
+         ``{"v": 1, "kind": "notice", "notice": {"type": "heartbeat", "t": 1234.5}}``
+
+Heartbeats: a client that says ``"heartbeat": true`` in its ``hello`` gets a ``heartbeat`` notice every
+``heartbeat_s`` seconds (the hello reply says how often; ``t`` is the engine's monotonic clock), idle or
+busy, so it can tell an engine that is alive but stuck from one that is merely slow. Engines that do not
+know heartbeats ignore the hello field and never send one; clients must only expect heartbeats once the
+hello reply carried ``heartbeat_s`` (or the first one arrived).
 
 ``id`` 0 is used for replies to requests that could not be parsed far enough to read their id.
 Each job ends with exactly one terminal event: ``done`` (with ``result``), ``error`` or ``cancelled``.
@@ -48,6 +55,7 @@ JOB_OPS = ("render", "preview", "analyse", "echo")
 DIRECT_OPS = ("hello", "ping", "status", "cancel", "shutdown", "slot_alloc", "slot_free")
 OPS = JOB_OPS + DIRECT_OPS
 TERMINAL_EVENTS = ("done", "error", "cancelled")
+NOTICE_TYPES = ("shutdown", "heartbeat")  # known notices; clients ignore other types (newer engines)
 
 
 class ProtocolError(ValueError):
@@ -127,6 +135,11 @@ def event(job_id: int, ev: dict[str, Any]) -> dict[str, Any]:
 
 def notice(kind: str, message: str) -> dict[str, Any]:
     return {"v": PROTOCOL_VERSION, "kind": "notice", "notice": {"type": kind, "message": message}}
+
+
+def heartbeat(t: float) -> dict[str, Any]:
+    """The engine's periodic "still here" notice; ``t`` is its monotonic clock in seconds."""
+    return {"v": PROTOCOL_VERSION, "kind": "notice", "notice": {"type": "heartbeat", "t": round(float(t), 3)}}
 
 
 def version_mismatch_message(theirs: Any, ours: int = PROTOCOL_VERSION, *, side: str = "client") -> str:
@@ -285,6 +298,7 @@ def _parse(msg: dict[str, Any]) -> dict[str, Any]:
         out["client"] = _str(msg, "client", required=False, default="", max_len=256)
         out["pid"] = _int(msg, "pid", required=False, default=None, lo=0, hi=1 << 31, nullable=True)
         out["engine_version"] = _str(msg, "engine_version", required=False, default=None, nullable=True)
+        out["heartbeat"] = _bool(msg, "heartbeat", False)
     elif op in ("ping", "status", "shutdown"):
         pass
     elif op == "cancel":
@@ -341,8 +355,13 @@ def parse_incoming(data: bytes) -> dict[str, Any]:
                 or not isinstance(msg["event"].get("type"), str):
             raise ProtocolError("event without an integer 'job' and an 'event' object with a 'type'")
     elif kind == "notice":
-        if not isinstance(msg.get("notice"), dict):
-            raise ProtocolError("notice without a 'notice' object")
+        notice_body = msg.get("notice")
+        if not isinstance(notice_body, dict) or not isinstance(notice_body.get("type"), str):
+            raise ProtocolError("notice without a 'notice' object with a 'type'")
+        if notice_body["type"] == "heartbeat":
+            t = notice_body.get("t")
+            if not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t):
+                raise ProtocolError(f"heartbeat notice without a numeric 't', got {_type_name(t)}")
     else:
         raise ProtocolError(f"unknown message kind {kind!r}"[:200])
     return msg

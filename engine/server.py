@@ -10,6 +10,11 @@ Lifetime: an engine started by a client (``engine.client``) reads its key from s
 stdin reaches EOF (the client died) or ``--parent-pid`` is gone; a standalone engine can be given
 ``--idle-timeout``. At start-up, segments left by dead engines are swept from /dev/shm. Every slot of a
 client that disconnects is unlinked and every job of it cancelled, and the engine keeps serving.
+
+Heartbeats: every ``HEARTBEAT_S`` seconds a heartbeat thread queues a ``heartbeat`` notice for each
+greeted client that asked for them in its ``hello`` (through the client's own sender thread, at most one
+waiting per client, so a client that stopped reading is never waited on). They go out whether jobs run
+or not, so a client can tell a stuck engine (no heartbeat) from a slow frame (heartbeats, no events).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ log = logging.getLogger("engine.server")
 DEFAULT_MAX_SLOT_BYTES = 2 << 30  # 2 GiB: an 8K RGBA float32 frame with mattes fits
 DEFAULT_MAX_CLIENT_BYTES = 16 << 30
 DEFAULT_MAX_CLIENT_SLOTS = 64
+HEARTBEAT_S = 1.0  # seconds between heartbeat notices to clients that asked for them
 
 
 _REPLIED: dict[str, Any] = {}  # _dispatch result meaning "the reply was already sent"
@@ -60,6 +66,8 @@ class ClientConn:
         self.name = ""
         self.pid: int | None = None
         self.greeted = False
+        self.heartbeat = False  # asked for heartbeats in its hello
+        self._heartbeat_queued = False  # one waits in the queue: do not pile more behind a slow reader
         self.alive = True
         self.slots: set[str] = set()
         self.jobs: set[int] = set()
@@ -73,6 +81,13 @@ class ClientConn:
         self._out.put(message)
         return True
 
+    def send_heartbeat(self) -> None:
+        """Queue a heartbeat unless one is still waiting to go out (never blocks)."""
+        if not self.alive or self._heartbeat_queued:
+            return
+        self._heartbeat_queued = True
+        self._out.put(protocol.heartbeat(time.monotonic()))
+
     def close(self) -> None:
         """Flush what is queued, then close (wakes this client's reader with EOF)."""
         self.alive = False
@@ -83,6 +98,9 @@ class ClientConn:
             msg = self._out.get()
             if msg is None:
                 break
+            if msg.get("kind") == "notice" and msg["notice"].get("type") == "heartbeat":
+                self._heartbeat_queued = False
+                msg = protocol.heartbeat(time.monotonic())  # the time it really leaves
             try:
                 self.channel.send(msg)
             except protocol.ProtocolError as exc:  # a message over the control limit: say so instead
@@ -165,6 +183,7 @@ class Server:
         threading.Thread(target=self._worker, args=(self.interactive_queue,), name="interactive",
                          daemon=True).start()
         threading.Thread(target=self._accept_loop, name="accept", daemon=True).start()
+        threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
         if self.opts.watch_stdin:
             threading.Thread(target=self._watch_stdin, name="stdin-watch", daemon=True).start()
         sys.stdout.write(json.dumps({"event": "ready", **info}) + "\n")
@@ -202,6 +221,14 @@ class Server:
             self.zombies = [s for s in self.zombies if not s.close()]
         if self.opts.idle_timeout and time.monotonic() - self.last_active > self.opts.idle_timeout:
             self.stop(f"idle for {self.opts.idle_timeout:g} s")
+
+    def _heartbeat_loop(self) -> None:
+        # Takes the server lock on purpose: a dispatcher deadlocked on it stops the heartbeats too.
+        while not self.stop_event.wait(HEARTBEAT_S):
+            with self.lock:
+                clients = [c for c in self.clients.values() if c.greeted and c.heartbeat]
+            for client in clients:
+                client.send_heartbeat()
 
     def _watch_stdin(self) -> None:
         # Raw fd reads: a daemon thread blocked in sys.stdin's buffered reader aborts interpreter shutdown.
@@ -324,7 +351,9 @@ class Server:
             client.greeted = True
             client.name = req["client"]
             client.pid = req["pid"]
+            client.heartbeat = req["heartbeat"]
             return {"protocol": PROTOCOL_VERSION, "engine_version": __version__, "pid": os.getpid(),
+                    "capabilities": ["heartbeat"], "heartbeat_s": HEARTBEAT_S,
                     "client_id": client.id, "device": self.opts.device,
                     "allowed_output_roots": self.allowed_roots, "max_slot_bytes": self.opts.max_slot_bytes,
                     **self.report.get()}

@@ -12,13 +12,14 @@ import sys
 import tempfile
 import textwrap
 import time
+from itertools import pairwise
 from multiprocessing import AuthenticationError
 
 import numpy as np
 import pytest
 
 from engine import PROTOCOL_VERSION, protocol, transport
-from engine.client import EngineClient, EngineDied, JobCancelledError, ProtocolMismatch, RequestError
+from engine.client import EngineClient, EngineDied, EngineHung, JobCancelledError, ProtocolMismatch, RequestError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -520,6 +521,9 @@ BLENDER_SIDE = textwrap.dedent("""
     c = EngineClient.start(sys.argv[1])
     a = np.random.rand(270, 480, 4).astype(np.float32)
     assert np.array_equal(c.echo(a), a)
+    import time; from engine.client import EngineHung
+    time.sleep(1.3)
+    assert c._heartbeats and c.silent_for < 1.3 and c.poll_events() == [], "no heartbeats in Blender's Python"
     assert rt._resource_tracker._pid is None, "the client must never start a resource tracker"
     assert not sys.modules.keys() & {"cv2", "onnxruntime", "OpenImageIO", "dlib"}
     c.close()
@@ -548,3 +552,157 @@ def test_pixel_buffer_is_sent_without_a_copy(engine, shot, monkeypatch):
     assert res.faces == 1 and writes == []
     engine.echo(shot["frames"][0])  # an ordinary array is copied into a slot
     assert writes == [(256, 256, 4)]
+
+
+# ------------------------------------------------------------------------------------------- heartbeats
+
+
+def _patched_python(tmp_path, name: str, patch: str) -> str:
+    """A stand-in for the engine's Python that runs ``patch`` (source) before the real engine starts."""
+    script = tmp_path / f"{name}.py"
+    script.write_text(textwrap.dedent(patch) + textwrap.dedent("""
+        import sys
+        from engine.cli import main
+        sys.exit(main(sys.argv[sys.argv.index("-m") + 2:]))
+    """))
+    return _fake_python(tmp_path, name, f'exec "{PY}" "{script}" "$@"')
+
+
+SLOW_FRAMES = """
+    import time
+    import engine.server as srv
+    real_run_render = srv.run_render
+
+    def run_render(engines, req, plate, sources, settings, emit, cancel):
+        def slow_emit(ev):
+            emit(ev)
+            if ev.get("type") == "frame_done":
+                time.sleep(3.5)  # a frame that takes longer than the client's hung_after: no events meanwhile
+        return real_run_render(engines, req, plate, sources, settings, slow_emit, cancel)
+
+    srv.run_render = run_render
+"""
+
+
+def _record_arrivals(client: EngineClient) -> list[tuple[float, str]]:
+    """(time, "heartbeat" or the event type) of every notice/event the client receives from now on."""
+    seen: list[tuple[float, str]] = []
+    handle = client._handle
+
+    def spy(msg):
+        if msg["kind"] == "notice":
+            seen.append((time.monotonic(), msg["notice"]["type"]))
+        elif msg["kind"] == "event":
+            seen.append((time.monotonic(), msg["event"]["type"]))
+        handle(msg)
+
+    client._handle = spy
+    return seen
+
+
+def test_heartbeats_idle_and_during_a_slow_render_never_look_hung(tmp_path, work, shot):
+    client = EngineClient.start(_patched_python(tmp_path, "slow", SLOW_FRAMES), root=ROOT,
+                                allowed_output_roots=[work], hung_after=3.0)
+    try:
+        assert client.info["heartbeat_s"] == 1.0 and "heartbeat" in client.info["capabilities"]
+        seen = _record_arrivals(client)
+        time.sleep(2.6)  # idle
+        beats = [t for t, kind in seen if kind == "heartbeat"]
+        assert len(beats) >= 2 and all(0.7 < b - a < 1.4 for a, b in pairwise(beats)), beats
+        assert client.poll_events() == [] and client.silent_for < 1.4
+
+        job = client.render(shot["pattern"], [shot["source"]], os.path.join(work, "slow"), SETTINGS,
+                            frame_start=1, frame_end=1)
+        events = [ev["type"] for ev in job.events(timeout=60)]  # never EngineHung, though a frame takes 3.5 s
+        assert events[-1] == "done" and "frame_done" in events
+        start = next(t for t, kind in seen if kind == "start")
+        during = [(t, kind) for t, kind in seen if t >= start]
+        jobs_events = [t for t, kind in during if kind != "heartbeat"]
+        assert max(b - a for a, b in pairwise(jobs_events)) > 3.0  # really longer than hung_after
+        beats = [t for t, kind in during if kind == "heartbeat"]
+        assert len(beats) >= 3 and max(b - a for a, b in pairwise(beats)) < 1.5, beats
+    finally:
+        client.close()
+
+
+def test_a_stopped_engine_is_reported_hung_and_restart_replaces_it(work, shot):
+    client = EngineClient.start(PY, root=ROOT, allowed_output_roots=[work], hung_after=2.0)
+    pid = client.info["pid"]
+    try:
+        out = os.path.join(work, "hung")
+        job = client.render(shot["pattern"], [shot["source"]], out, {"super_resolution": True})
+        for ev in job.events(timeout=60):
+            if ev["type"] == "frame_done":
+                break
+        os.kill(pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        with pytest.raises(EngineHung, match=r"has not answered .* process is alive.*restart it") as info:
+            for _ in job.events(timeout=30):
+                pass
+        assert time.monotonic() - t0 < 2.0 + 2.0
+        assert f"pid {pid}" in str(info.value) and not isinstance(info.value, EngineDied)
+        with pytest.raises(EngineHung):
+            client.poll_events()
+        with pytest.raises(EngineHung):
+            job.wait(timeout=5)
+        with pytest.raises(EngineHung):
+            client.status()
+
+        t0 = time.monotonic()
+        client.restart()  # kills the stuck engine at once rather than wait for it to exit
+        assert time.monotonic() - t0 < 5.0
+        assert not transport.pid_alive(pid) and segments_of(pid) == [] and not partial_files(out)
+        assert client.info["pid"] != pid
+        again = client.render(shot["pattern"], [shot["source"]], os.path.join(work, "after_hung"), SETTINGS,
+                              frame_start=1, frame_end=1)
+        assert again.wait(timeout=60)["result"]["frames"] == 1
+        assert client.poll_events() == []
+    finally:
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        client.close()
+
+
+OLD_ENGINE = """
+    import engine.server as srv
+    real_dispatch = srv.Server._dispatch
+
+    def dispatch(self, client, req):  # an engine from before heartbeats: no promise, no heartbeat
+        result = real_dispatch(self, client, req)
+        if req["op"] == "hello":
+            client.heartbeat = False
+            result = {k: v for k, v in result.items() if k not in ("heartbeat_s", "capabilities")}
+        return result
+
+    srv.Server._dispatch = dispatch
+"""
+
+
+def test_an_engine_without_heartbeats_is_never_declared_hung(tmp_path, work):
+    client = EngineClient.start(_patched_python(tmp_path, "old", OLD_ENGINE), root=ROOT,
+                                allowed_output_roots=[work], hung_after=0.5)
+    try:
+        assert "heartbeat_s" not in client.info
+        time.sleep(1.5)  # silent for three times hung_after
+        assert client.silent_for > 1.0
+        assert client.poll_events() == [] and client.status()["pid"] == client.info["pid"]
+    finally:
+        client.close()
+
+
+def test_heartbeats_go_only_to_clients_that_ask(engine):
+    ch = raw_channel(engine)
+    try:
+        assert ask(ch, protocol.request("hello", 1, protocol=PROTOCOL_VERSION))["ok"]
+        assert not ch.poll(1.5)  # a raw client that did not ask is never sent anything unasked
+        reply = ask(ch, protocol.request("hello", 2, protocol=PROTOCOL_VERSION, heartbeat=True))
+        assert reply["result"]["heartbeat_s"] == 1.0
+        assert ch.poll(2.0)
+        msg = protocol.parse_incoming(ch.recv_bytes())
+        assert msg["kind"] == "notice" and msg["notice"]["type"] == "heartbeat"
+        assert isinstance(msg["notice"]["t"], float)
+    finally:
+        ch.close()

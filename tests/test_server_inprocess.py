@@ -12,8 +12,8 @@ from multiprocessing import Pipe
 import numpy as np
 import pytest
 
+from engine import PROTOCOL_VERSION, protocol, server_jobs, transport
 from engine import server as srv
-from engine import server_jobs, transport
 from engine.job import ImageInput
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shared memory")
@@ -102,3 +102,38 @@ def test_a_broken_catalogue_does_not_break_status(monkeypatch, tmp_path):
     out = server_jobs.EngineReport(None).get()
     assert out["models"] == [] and out["models_known"] == 0 and out["models_error"]
     assert isinstance(out["providers"], list)
+
+
+def test_a_client_that_stopped_reading_gets_no_pile_of_heartbeats():
+    here, there = Pipe()
+    client = srv.ClientConn(7, transport.Channel(here))
+    try:
+        client.send({"v": 1, "kind": "notice", "notice": {"type": "bulk", "pad": "x" * 900_000}})  # fills the pipe
+        time.sleep(0.2)  # the sender thread is now blocked on the full pipe; callers never are
+        t0 = time.monotonic()
+        for _ in range(50):
+            client.send_heartbeat()
+        assert time.monotonic() - t0 < 0.5 and client._out.qsize() == 1  # one waits, no more pile up
+        got = [protocol.parse_incoming(there.recv_bytes())["notice"]["type"] for _ in range(2)]
+        assert got == ["bulk", "heartbeat"] and not there.poll(0.3)
+        client.send_heartbeat()  # the next one goes out again once the previous one left
+        assert protocol.parse_incoming(there.recv_bytes())["notice"]["type"] == "heartbeat"
+    finally:
+        client.close()
+        there.close()
+
+
+def test_heartbeat_notices_are_validated():
+    beat = protocol.heartbeat(12.3456789)
+    assert protocol.parse_incoming(protocol.encode(beat))["notice"] == {"type": "heartbeat", "t": 12.346}
+    for body in ({"type": "heartbeat"}, {"type": "heartbeat", "t": "soon"}, {"type": "heartbeat", "t": True},
+                 {"message": "no type"}, {"type": 3}):
+        with pytest.raises(protocol.ProtocolError, match="notice"):
+            protocol.parse_incoming(protocol.encode({"v": PROTOCOL_VERSION, "kind": "notice", "notice": body}))
+    # a newer engine's unknown notice is passed on, not refused
+    assert protocol.parse_incoming(protocol.encode(protocol.notice("later", "hi")))["notice"]["type"] == "later"
+    hello = protocol.parse_request(protocol.encode(protocol.request("hello", 1, protocol=PROTOCOL_VERSION)))
+    assert hello["heartbeat"] is False
+    with pytest.raises(protocol.ProtocolError, match="'heartbeat' must be true or false"):
+        protocol.parse_request(protocol.encode(protocol.request("hello", 1, protocol=PROTOCOL_VERSION,
+                                                                heartbeat="yes")))
