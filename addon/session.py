@@ -33,7 +33,8 @@ _SESSION: Session | None = None
 
 def _client_errors() -> tuple[type[BaseException], ...]:
     mod = client_module()
-    return (mod.EngineDied, EOFError, BrokenPipeError, ConnectionError)
+    # A stuck engine (alive, silent past the heartbeat limit) is handled like a dead one: dropped and restarted.
+    return (mod.EngineDied, getattr(mod, "EngineHung", mod.EngineDied), EOFError, BrokenPipeError, ConnectionError)
 
 
 def _ref(spec: dict[str, Any]) -> Any:
