@@ -9,8 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from engine import outputs
-
 # An image handed over as pixels (e.g. from a shared-memory slot): float32 (H, W, 3|4), top row first,
 # in the colour space named beside it.
 Pixels = np.ndarray
@@ -44,7 +42,3 @@ class SwapJob:
 
 # Events are JSON-able dicts with a "type": "start", "frame_done", "progress", "warning", "error", "done".
 EventSink = Callable[[dict[str, Any]], None]
-
-
-def output_name(prefix: str, frame: int) -> str:
-    return outputs.output_name(frame, prefix)

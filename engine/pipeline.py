@@ -26,8 +26,8 @@ from engine.errors import EngineError, JobCancelled
 from engine.io import colour
 from engine.io.exr import write_exr
 from engine.io.plates import Plate
-from engine.job import EventSink, ImageInput, SwapJob, output_name
-from engine.outputs import sweep_partials
+from engine.job import EventSink, ImageInput, SwapJob
+from engine.outputs import output_name, sweep_partials
 from engine.sources import SourceTexture, analyse_sources
 from engine.stages import colour_match, face_mesh, masks, track
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, crop_size_for, transform_points, warp_crop
@@ -175,7 +175,7 @@ class Engine:
         try:
             first, last = _frame_range(plate, job.frame_start, job.frame_end)
             todo = [f for f in range(first, last + 1) if not (
-                job.skip_existing and os.path.exists(os.path.join(out_dir, output_name(job.file_prefix, f))))]
+                job.skip_existing and os.path.exists(os.path.join(out_dir, output_name(f, job.file_prefix))))]
             on_event({"type": "start", "total": len(todo), "frame_start": first, "frame_end": last,
                       "skipped": (last - first + 1) - len(todo)})
             identity = self.source_identity(job.sources, on_event)
@@ -543,7 +543,7 @@ class _Shot:
         def flush(p: _Pending) -> None:
             self._check_cancel()
             layers, rgba = self.finish(p, stats)
-            path = os.path.join(out_dir, output_name(self.job.file_prefix, p.frame))
+            path = os.path.join(out_dir, output_name(p.frame, self.job.file_prefix))
             # Half by default; a composite of a 32-bit float plate stays float so untouched pixels keep their bits.
             full = self.s["output_mode"] == "composite" and self.plate.full_float
             if in_flight:

@@ -16,6 +16,7 @@ import numpy as np
 
 from engine.errors import EngineError
 from engine.io import colour
+from engine.io.exr import write_exr
 
 PHOTOS = {
     "t1": ("insightface", "data/images/t1.jpg"),
@@ -86,23 +87,14 @@ def render_shot(photo_lin: np.ndarray, out_size: tuple[int, int], n: int, move: 
 def write_sequence(frames: list[np.ndarray], folder: str, name: str = "plate", ext: str = "exr",
                    first: int = 1) -> str:
     """Write frames as name.####.ext (EXR: half linear; PNG/JPEG: 8-bit sRGB). Returns the #### pattern."""
-    import OpenImageIO as oiio
-
     os.makedirs(folder, exist_ok=True)
     for i, rgba in enumerate(frames):
         path = os.path.join(folder, f"{name}.{first + i:04d}.{ext}")
         if ext == "exr":
-            spec = oiio.ImageSpec(rgba.shape[1], rgba.shape[0], 4, oiio.HALF)
-            spec.attribute("compression", "zip")
-            spec.attribute("oiio:ColorSpace", "lin_rec709_scene")
-            data = rgba
+            write_exr(path, rgba, {}, interop_id="lin_rec709_scene", attributes={})
         else:
-            spec = oiio.ImageSpec(rgba.shape[1], rgba.shape[0], 3, oiio.UINT8)
-            data = (np.clip(colour.srgb_encode(rgba[..., :3]), 0, 1) * 255 + 0.5).astype(np.uint8)
-        out = oiio.ImageOutput.create(path)
-        out.open(path, spec)
-        out.write_image(np.ascontiguousarray(data))
-        out.close()
+            srgb = (np.clip(colour.srgb_encode(rgba[..., :3]), 0, 1) * 255 + 0.5).astype(np.uint8)
+            cv2.imwrite(path, np.ascontiguousarray(srgb[..., ::-1]))
     return os.path.join(folder, f"{name}.{'#' * 4}.{ext}")
 
 

@@ -29,8 +29,8 @@ class ImageFile:
     full_float: bool = False  # stored as 32-bit float: writing it back as half would change its bits
 
 
-def read_image_file(path: str, what: str = "image") -> ImageFile:
-    """Read any image OpenImageIO knows, as float32 RGBA (values as stored: 8-bit files in [0, 1])."""
+def _open(path: str, what: str):
+    """An OpenImageIO input for ``path``, or an EngineError saying why not."""
     import OpenImageIO as oiio
 
     if not os.path.exists(path):
@@ -42,6 +42,32 @@ def read_image_file(path: str, what: str = "image") -> ImageFile:
         msg = oiio.geterror() or "unknown format"
         raise EngineError(f"{what} '{path}' is not an image the engine can read ({msg.strip()})",
                           "use EXR, PNG, JPEG, TIFF, DPX or a movie file")
+    return inp
+
+
+def _precision(spec) -> tuple[bool, bool]:
+    """(float file, 32-bit float file) from an image's header."""
+    import OpenImageIO as oiio
+
+    formats = list(spec.channelformats) or [spec.format]
+    return (spec.format.basetype in (oiio.FLOAT, oiio.HALF, oiio.DOUBLE),
+            any(f.basetype in (oiio.FLOAT, oiio.DOUBLE) for f in formats))
+
+
+def image_precision(path: str, what: str = "image") -> tuple[bool, bool]:
+    """What read_image_file would say about precision, from the header alone (no pixels decoded)."""
+    inp = _open(path, what)
+    try:
+        return _precision(inp.spec())
+    finally:
+        inp.close()
+
+
+def read_image_file(path: str, what: str = "image") -> ImageFile:
+    """Read any image OpenImageIO knows, as float32 RGBA (values as stored: 8-bit files in [0, 1])."""
+    import OpenImageIO as oiio
+
+    inp = _open(path, what)
     try:
         spec = inp.spec()
         pixels = inp.read_image(0, 0, 0, spec.nchannels, oiio.FLOAT)
@@ -50,9 +76,7 @@ def read_image_file(path: str, what: str = "image") -> ImageFile:
     finally:
         inp.close()
     pixels = np.asarray(pixels, dtype=np.float32).reshape(spec.height, spec.width, spec.nchannels)
-    is_float = spec.format.basetype in (oiio.FLOAT, oiio.HALF, oiio.DOUBLE)
-    formats = list(spec.channelformats) or [spec.format]
-    full = any(f.basetype in (oiio.FLOAT, oiio.DOUBLE) for f in formats)
+    is_float, full = _precision(spec)
     return ImageFile(_to_rgba(pixels, list(spec.channelnames), spec.alpha_channel), is_float, full)
 
 
@@ -123,15 +147,13 @@ class Plate:
                 raise EngineError(f"{what} sequence '{path}' has no frames on disk",
                                   "check the folder and the #### / %04d part of the name")
             self.frames = sorted(self._files)
-            first = read_image_file(self._files[self.frames[0]], what)
-            self.is_float, self.full_float = first.is_float, first.full_float
+            self.is_float, self.full_float = image_precision(self._files[self.frames[0]], what)
         else:
             if not os.path.exists(path):
                 raise EngineError(f"{what} '{path}' does not exist", "check the path")
             self._files[1] = path
             self.frames = [1]
-            first = read_image_file(path, what)
-            self.is_float, self.full_float = first.is_float, first.full_float
+            self.is_float, self.full_float = image_precision(path, what)
         self.space = colour.resolve(src.colorspace, is_float_file=self.is_float)
 
     def describe(self) -> str:
