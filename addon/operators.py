@@ -233,9 +233,13 @@ class _OwnerOp:
     node_name: bpy.props.StringProperty()
 
     def owner(self, context: Any) -> Any:
+        """The Face Fusion strip or node to act on; None (with the error reported) when there is none."""
         if self.strip_name or self.node_name:
             return _targets_from(context, self.strip_name, self.node_name, False)[0].owner
-        return _settings_owner(context)
+        owner = _settings_owner(context)
+        if owner is None:
+            self.report({"ERROR"}, "Select a Face Fusion strip or node first")  # type: ignore[attr-defined]
+        return owner
 
 
 class FACEFUSION_OT_source_add(_OwnerOp, bpy.types.Operator):
@@ -252,7 +256,6 @@ class FACEFUSION_OT_source_add(_OwnerOp, bpy.types.Operator):
     def execute(self, context: Any) -> set[str]:
         owner = self.owner(context)
         if owner is None:
-            self.report({"ERROR"}, "Select a Face Fusion strip or node first")
             return {"CANCELLED"}
         src = owner.face_fusion.sources.add()
         if self.image_name:
@@ -328,7 +331,6 @@ class FACEFUSION_OT_preview(_OwnerOp, bpy.types.Operator):
     def execute(self, context: Any) -> set[str]:
         owner = self.owner(context)
         if owner is None:
-            self.report({"ERROR"}, "Select a Face Fusion strip or node first")
             return {"CANCELLED"}
         target = targets.target_of(owner)
         try:
@@ -357,7 +359,6 @@ class FACEFUSION_OT_find_faces(_OwnerOp, bpy.types.Operator):
     def execute(self, context: Any) -> set[str]:
         owner = self.owner(context)
         if owner is None:
-            self.report({"ERROR"}, "Select a Face Fusion strip or node first")
             return {"CANCELLED"}
         target = targets.target_of(owner)
         ff = target.settings

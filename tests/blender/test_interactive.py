@@ -85,3 +85,10 @@ def test_check_engine_reports_version_providers_and_models(addon):
     assert info["models_known"] > 0
     assert "Face Fusion engine" in bpy.context.window_manager.face_fusion_runtime.message
 
+
+
+@pytest.mark.parametrize("op", ["preview", "find_faces", "source_add"])
+def test_operators_without_a_face_fusion_strip_say_so(addon, scene, op):
+    with bpy.context.temp_override(scene=scene):
+        with pytest.raises(RuntimeError, match="Select a Face Fusion strip or node first"):
+            getattr(bpy.ops.facefusion, op)()
