@@ -9,7 +9,7 @@ from engine.errors import EngineError
 from engine.models import catalogue
 from engine.runtime import Runtime
 from engine.stages import registry
-from engine.stages.align_templates import invert, template, transform_points, warp_crops
+from engine.stages.align import invert, template, transform_points, warp_crops
 from engine.stages.contracts import Face, SourceFace, SourceIdentity, SwapInput
 from engine.stages.recognize_arcface import l2_normalise
 from tests.neural import standins
@@ -75,7 +75,7 @@ def test_2dfan4_maps_heatmap_points_back_to_the_frame(rt, stand):
 
     for f in faces:
         m = box_crop_matrix(f.box, 256, 195)
-        want = transform_points(stand.extra["fan_points64"] * 4, invert(m))
+        want = transform_points(invert(m), stand.extra["fan_points64"] * 4)
         np.testing.assert_allclose(f.landmarks68, want, atol=1e-3)
         assert f.kps5 is not None and f.kps5.shape == (5, 2)
 
@@ -88,7 +88,7 @@ def test_2d106_points_and_kps5(rt, stand):
     from engine.stages.landmarks_2dfan4 import box_crop_matrix
 
     m = box_crop_matrix(faces[0].box, 192, 192 / 1.5)
-    np.testing.assert_allclose(pts[0], transform_points((stand.extra["points106"] + 1) * 96, invert(m)), atol=1e-3)
+    np.testing.assert_allclose(pts[0], transform_points(invert(m), (stand.extra["points106"] + 1) * 96), atol=1e-3)
     lm.landmarks(np.zeros((300, 300, 3), np.uint8), faces)
     assert faces[1].kps5.shape == (5, 2)
 
@@ -225,7 +225,7 @@ def test_neural_chain_on_a_real_photo(rt):
     assert out.crops.shape == crops.shape and np.isfinite(out.crops).all()
     # the template points land where the five points are: alignment is right
     for f, m in zip(faces, mats, strict=True):
-        residual = np.linalg.norm(transform_points(f.kps5, m) - sw.template * sw.size, axis=1)
+        residual = np.linalg.norm(transform_points(m, f.kps5) - sw.template * sw.size, axis=1)
         assert residual.mean() < 8.0, residual  # a similarity fit of five real points, not a wrong template
         from engine.stages.align import crop_matrix  # the pipeline's own fit agrees with ours
 

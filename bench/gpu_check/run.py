@@ -238,7 +238,7 @@ def pipeline_fps(rt, frame_u8: np.ndarray, kps_list: list[np.ndarray], deadline:
     import cv2
 
     from engine.stages import registry
-    from engine.stages.align_templates import invert, warp_crops
+    from engine.stages.align import invert, warp_crops
     from engine.stages.contracts import SourceIdentity, SwapInput
 
     det = registry.create("detect", "scrfd_2.5g", rt)

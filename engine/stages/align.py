@@ -1,15 +1,40 @@
-"""Alignment: a similarity transform from a face's five points to a swapper's template, and the crops it cuts."""
+"""Alignment: five-point templates of the face models, the similarity transform from a face's five points to a
+template, the crops it cuts and the warp back into the frame.
+
+Templates are in [0, 1] crop coordinates (multiply by the crop side). Point order everywhere: left eye, right eye
+(as seen in the image), nose tip, mouth left, mouth right.
+"""
 
 from __future__ import annotations
+
+import math
 
 import cv2
 import numpy as np
 
-# FFHQ-style five points (eyes, nose tip, mouth corners) in [0, 1] crop coordinates: leaves room for the
-# forehead and chin, which the geometric swapper and the landmark matte need.
-FFHQ_TEMPLATE = np.array([
-    [0.3769, 0.4686], [0.6229, 0.4691], [0.5012, 0.6133], [0.3931, 0.7254], [0.6115, 0.7249],
-], dtype=np.float64)
+_ARCFACE_112 = np.array([[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366],
+                         [41.5493, 92.3655], [70.7299, 92.2041]])  # InsightFace arcface_dst, 112 px
+_ARCFACE_112_V1 = np.array([[39.7300, 51.1380], [72.2700, 51.1380], [56.0000, 68.4930],
+                            [42.4630, 87.0100], [69.5370, 87.0100]])
+_FFHQ_512 = np.array([[192.98138, 239.94708], [318.90277, 240.19360], [256.63416, 314.01935],
+                      [201.26117, 371.41043], [313.08905, 371.15118]])
+
+TEMPLATES: dict[str, np.ndarray] = {
+    "arcface_112_v1": _ARCFACE_112_V1 / 112.0,
+    "arcface_112_v2": _ARCFACE_112 / 112.0,
+    # inswapper/hyperswap: the ArcFace points on a 128 canvas, shifted 8 px right (InsightFace's choice)
+    "arcface_128": (_ARCFACE_112 + np.array([8.0, 0.0])) / 128.0,
+    "ffhq_512": _FFHQ_512 / 512.0,
+}
+# Leaves room for the forehead and chin, which the geometric swapper and the landmark matte need.
+FFHQ_TEMPLATE = TEMPLATES["ffhq_512"]
+
+
+def template(name: str) -> np.ndarray:
+    try:
+        return TEMPLATES[name].copy()
+    except KeyError:
+        raise KeyError(f"unknown alignment template {name!r}; known: {', '.join(TEMPLATES)}") from None
 
 
 def similarity(src_pts: np.ndarray, dst_pts: np.ndarray) -> np.ndarray:
@@ -44,14 +69,29 @@ def transform_points(m: np.ndarray, pts: np.ndarray) -> np.ndarray:
 
 
 def warp_crop(image: np.ndarray, m: np.ndarray, size: int) -> np.ndarray:
-    """Cut a size x size crop; INTER_AREA-like quality by Lanczos when shrinking, replicate at the border."""
-    scale = float(np.sqrt(abs(np.linalg.det(m[:, :2]))))
-    interp = cv2.INTER_AREA if scale < 0.8 else cv2.INTER_LINEAR
-    if interp == cv2.INTER_AREA:  # warpAffine has no area filter: pre-blur to avoid aliasing
-        sigma = 0.5 / max(scale, 1e-3)
-        image = cv2.GaussianBlur(image, (0, 0), sigma)
-        interp = cv2.INTER_LINEAR
-    return cv2.warpAffine(image, m, (size, size), flags=interp, borderMode=cv2.BORDER_REPLICATE)
+    """Cut one aligned crop, replicating the border. Strong downscales are warped larger and area-averaged down,
+    so the cost follows the crop, not the frame, and nothing aliases."""
+    scale = math.sqrt(abs(np.linalg.det(np.asarray(m)[:, :2])))
+    k = min(4, int(math.ceil(1.0 / max(scale, 1e-6)))) if scale < 0.5 else 1
+    if k == 1:
+        return cv2.warpAffine(image, m, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    big = np.asarray(m, dtype=np.float64) * k
+    big[:, 2] += (k - 1) / 2.0  # pixel centres: x_big = k*x + (k-1)/2 lands on the same points after the area pass
+    crop = cv2.warpAffine(image, big, (size * k, size * k), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    return cv2.resize(crop, (size, size), interpolation=cv2.INTER_AREA)
+
+
+def warp_crops(frame: np.ndarray, kps5_list: list[np.ndarray], tmpl: np.ndarray | str, size: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Aligned crops (N, S, S, C) and their frame -> crop matrices (N, 2, 3)."""
+    t = template(tmpl) if isinstance(tmpl, str) else np.asarray(tmpl)
+    channels = frame.shape[2] if frame.ndim == 3 else 1
+    crops = np.zeros((len(kps5_list), size, size, channels), dtype=frame.dtype)
+    mats = np.zeros((len(kps5_list), 2, 3), dtype=np.float64)
+    for i, kps in enumerate(kps5_list):
+        mats[i] = crop_matrix(kps, t, size)
+        crops[i] = warp_crop(frame, mats[i], size).reshape(size, size, channels)
+    return crops, mats
 
 
 def crop_size_for(face_size: float, lo: int = 128, hi: int = 1024) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from engine.stages.align_templates import template
+from engine.stages.align import template
 from engine.stages.onnx_io import NeuralBackend, from_tensor, to_tensor
 
 

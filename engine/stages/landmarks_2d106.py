@@ -9,7 +9,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from engine.stages.align_templates import invert, transform_points
+from engine.stages.align import invert, transform_points
 from engine.stages.contracts import Face
 from engine.stages.landmarks_2dfan4 import box_crop_matrix
 from engine.stages.onnx_io import NeuralBackend, to_tensor, u8_to_unit
@@ -32,7 +32,7 @@ class Lmk106Landmarker(NeuralBackend):
         x = to_tensor(np.stack(crops), self.spec)
         (out,) = self.session.run_batched({self.input_name("data"): x})[:1]
         pts = out.reshape(len(faces), -1, 2)
-        return [transform_points((p + 1.0) * (size / 2.0), invert(m)) for p, m in zip(pts, mats, strict=True)]
+        return [transform_points(invert(m), (p + 1.0) * (size / 2.0)) for p, m in zip(pts, mats, strict=True)]
 
     def landmarks(self, frame_u8: np.ndarray, faces: list[Face]) -> None:
         groups = self.spec.get("kps5_from_106") or DEFAULT_KPS5

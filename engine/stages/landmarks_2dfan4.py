@@ -5,7 +5,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from engine.stages.align_templates import invert, transform_points
+from engine.stages.align import invert, transform_points
 from engine.stages.contracts import Face, kps5_from_68
 from engine.stages.onnx_io import NeuralBackend, to_tensor, u8_to_unit
 
@@ -43,7 +43,7 @@ class Fan68Landmarker(NeuralBackend):
         hm = heat.shape[-1]
         for f, m, p, h in zip(faces, mats, pts, heat, strict=True):
             crop_pts = np.asarray(p)[:, :2] * (size / hm)
-            f.landmarks68 = transform_points(crop_pts, invert(m))
+            f.landmarks68 = transform_points(invert(m), crop_pts)
             score = float(np.interp(np.amax(h, axis=(1, 2)).mean(), [0.0, 0.9], [0.0, 1.0]))
             if f.kps5 is None or score >= float(self.options.get("score", 0.5)):
                 f.kps5 = kps5_from_68(f.landmarks68)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.stages.align_templates import warp_crops
+from engine.stages.align import warp_crops
 from engine.stages.contracts import Face
 from engine.stages.onnx_io import NeuralBackend, to_tensor, u8_to_unit
 

@@ -7,7 +7,7 @@ import threading
 import cv2
 import numpy as np
 
-from engine.stages.align_templates import template
+from engine.stages.align import template
 from engine.stages.contracts import SourceIdentity, SwapInput, SwapOutput
 from engine.stages.onnx_io import NeuralBackend, from_tensor, to_tensor
 from engine.stages.recognize_arcface import ArcFaceRecognizer, l2_normalise
