@@ -509,7 +509,7 @@ class _Shot:
             return layers, composite(p.plate, layers)
         return layers, layers.face
 
-    def render(self, todo: list[int], out_dir: str) -> int:
+    def render(self, todo: list[int], out_dir: str) -> None:
         """Swap frames in order; finish each once its neighbours' colour parameters are known."""
         stats: dict[tuple[int, int], colour_match.SkinStats] = {}
         todo_set = set(todo)
@@ -518,7 +518,6 @@ class _Shot:
             self._check_cancel()
             stats.update({(tid, g): st for tid, st in self.target_stats(g).items()})
         pending: deque[_Pending] = deque()
-        written = 0
         t0 = time.perf_counter()
         # One EXR is written on a second thread while the next frame is swapped (OIIO's zip work releases the
         # GIL). At most one write is in flight; its events are sent once the file is in place.
@@ -526,11 +525,10 @@ class _Shot:
         in_flight: list[tuple[Future, _Pending, str]] = []
 
         def settle() -> None:
-            nonlocal written
             fut, p, path = in_flight.pop()
             fut.result()
-            written += 1
-            self.written = written
+            self.written += 1
+            written = self.written
             for msg in p.warnings:
                 self.emit({"type": "warning", "frame": p.frame, "message": msg})
             elapsed = time.perf_counter() - t0
@@ -573,8 +571,6 @@ class _Shot:
             writer.shutdown(wait=True)  # a cancel or an error never leaves a write half done behind
             if in_flight and in_flight[0][0].exception() is None:
                 settle()  # that frame is on disk: say so, even though the job stops
-        self.written = written
-        return written
 
     def _attributes(self, p: _Pending) -> dict[str, str]:
         return {
