@@ -954,66 +954,53 @@ class EngineClient:
         assert pending.job is not None
         return pending.job
 
+    def _submit_job(self, op: str, build: Any, copy: bool = True, result_slot: bool = False) -> Job:
+        """Submit ``op`` with the fields ``build(held)`` makes (it puts pixels into slots, listed in ``held``),
+        plus a slot for the result where the reply carries pixels; slots are released if anything fails."""
+        held: list[str] = []
+        try:
+            fields = build(held)
+            if result_slot:
+                fields["out_slot"] = self._result_slot(set(held))
+                if fields["out_slot"]:
+                    held.append(fields["out_slot"])
+        except BaseException:
+            self._release(held)
+            raise
+        return self._submit_with(op, held, copy, **fields)
+
+    def _images(self, plate: Any, sources: list[Any], held: list[str]) -> dict[str, Any]:
+        return {"plate": self._image(plate, held, "plate"),
+                "sources": [self._image(s, held, f"sources[{i}]") for i, s in enumerate(sources)]}
+
     def render(self, plate: Any, sources: list[Any], output_dir: str, settings: dict[str, Any] | None = None,
                frame_start: int | None = None, frame_end: int | None = None, *, skip_existing: bool = False,
                file_prefix: str = "facefusion") -> Job:
         """Render frames of ``plate`` into one EXR per frame in ``output_dir`` (must be under an allowed
         output root of the engine). Events: start, frame_done, progress, warning, then done/error/cancelled."""
-        held: list[str] = []
-        try:
-            fields = {"plate": self._image(plate, held, "plate"),
-                      "sources": [self._image(s, held, f"sources[{i}]") for i, s in enumerate(sources)],
-                      "output_dir": os.path.abspath(os.fspath(output_dir)), "settings": dict(settings or {}),
-                      "frame_start": frame_start, "frame_end": frame_end, "skip_existing": skip_existing,
-                      "file_prefix": file_prefix}
-        except BaseException:
-            self._release(held)
-            raise
-        job = self._submit_with("render", held, True, **fields)
-        job.output_dir = fields["output_dir"]
+        out = os.path.abspath(os.fspath(output_dir))
+        job = self._submit_job("render", lambda held: {
+            **self._images(plate, sources, held), "output_dir": out, "settings": dict(settings or {}),
+            "frame_start": frame_start, "frame_end": frame_end, "skip_existing": skip_existing,
+            "file_prefix": file_prefix})
+        job.output_dir = out
         return job
 
     def preview(self, plate: Any, sources: list[Any], frame: int, settings: dict[str, Any] | None = None,
                 *, copy: bool = True) -> Job:
         """One frame swapped, back as pixels (no file). ``job.wait()`` → PreviewResult."""
-        held: list[str] = []
-        try:
-            fields = {"plate": self._image(plate, held, "plate"),
-                      "sources": [self._image(s, held, f"sources[{i}]") for i, s in enumerate(sources)],
-                      "frame": int(frame), "settings": dict(settings or {})}
-            fields["out_slot"] = self._result_slot(set(held))
-            if fields["out_slot"]:
-                held.append(fields["out_slot"])
-        except BaseException:
-            self._release(held)
-            raise
-        return self._submit_with("preview", held, copy, **fields)
+        return self._submit_job("preview", lambda held: {**self._images(plate, sources, held), "frame": int(frame),
+                                                      "settings": dict(settings or {})}, copy, result_slot=True)
 
     def analyse(self, plate: Any, frame: int, settings: dict[str, Any] | None = None) -> Job:
         """The faces in one frame. ``job.wait()`` → [{"index", "box", "landmarks", "embedding", "thumbnail"}]."""
-        held: list[str] = []
-        try:
-            fields = {"plate": self._image(plate, held, "plate"), "frame": int(frame),
-                      "settings": dict(settings or {})}
-            fields["out_slot"] = self._result_slot(set(held))
-            if fields["out_slot"]:
-                held.append(fields["out_slot"])
-        except BaseException:
-            self._release(held)
-            raise
-        return self._submit_with("analyse", held, True, **fields)
+        return self._submit_job("analyse", lambda held: {"plate": self._image(plate, held, "plate"),
+                                                      "frame": int(frame), "settings": dict(settings or {})},
+                             result_slot=True)
 
     def submit_echo(self, pixels: np.ndarray, *, copy: bool = True) -> Job:
-        held: list[str] = []
-        try:
-            fields = {"image": self._image(pixels, held, "image")}
-            fields["out_slot"] = self._result_slot(set(held))
-            if fields["out_slot"]:
-                held.append(fields["out_slot"])
-        except BaseException:
-            self._release(held)
-            raise
-        return self._submit_with("echo", held, copy, **fields)
+        return self._submit_job("echo", lambda held: {"image": self._image(pixels, held, "image")}, copy,
+                             result_slot=True)
 
     def echo(self, pixels: np.ndarray, *, copy: bool = True, timeout: float | None = 60.0) -> np.ndarray:
         """Send pixels through shared memory and get the engine's unchanged copy back. ``copy=False`` returns
