@@ -1,0 +1,155 @@
+"""Seamless edges: the face crop is blended into the plate crop in the gradient domain (or by bands) in float
+linear light, before it is premultiplied, so the face layer stays an ordinary premultiplied layer.
+
+The result ``B`` of a blend is a new face crop: ``layer = B * a`` and ``composite = layer + plate * (1 - a)`` with
+the same matte ``a`` as before, so Alpha Over of the layer on the plate is the composite exactly, and where
+``a`` is 0 the plate is untouched (B is never looked at there).
+
+- poisson: B has the face's gradients of log intensity inside the matte's support and meets the plate on its
+  border (Pérez et al. 2003, in the log domain): ``B = face * exp(M)`` where the membrane M is harmonic inside
+  the support and equals ``log(plate / face)`` on its border. The correction is a smooth gain, so it never drives
+  a dark lip or a saturated channel below zero (an additive membrane in linear light does) and highlights above
+  1.0 pass unchanged. Border values far from the others (hair across the forehead, a dark collar under the
+  jaw) are replaced by their neighbours' before the solve, so the plate's non-skin does not bleed into the face.
+  M is smooth, so it is solved with a sparse direct solve on a grid of at most ``max_side`` pixels.
+- multiband: Laplacian-pyramid blend of face and plate under the matte (Burt and Adelson 1983): low
+  frequencies are mixed over a wide band, fine ones over a narrow one.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.linalg import spsolve
+
+MODES = ("poisson", "multiband", "none")
+_FLOOR = 1e-4  # linear floor before logs: below any real pixel, above float noise
+_RING_TOLERANCE = 0.35  # log luminance: a border pixel this far from the ring's median is trusted at e^-1
+_LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
+MAX_SOLVE_SIDE = 160  # the membrane's grid: ~25k unknowns at most, a direct solve in well under a second
+
+
+def blend(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, mode: str = "poisson",
+          max_side: int = MAX_SOLVE_SIDE) -> np.ndarray:
+    """The blended face crop B (H, W, 3) float32; use it in place of ``face`` under the same ``matte``."""
+    if face.shape != plate.shape or face.ndim != 3 or matte.shape != face.shape[:2]:
+        raise ValueError(f"face {face.shape}, plate {plate.shape} and matte {matte.shape} must be crops of one size "
+                         "(H, W, 3) and (H, W): cut them with the same crop matrix")
+    if mode not in MODES:
+        raise ValueError(f"unknown blend mode '{mode}'; use one of {', '.join(MODES)}")
+    face = face.astype(np.float32)
+    if mode == "none" or not (matte > 0).any():
+        return face
+    if mode == "multiband":
+        return multiband(face, plate.astype(np.float32), matte)
+    return face * np.exp(membrane(log_ratio(plate.astype(np.float32), face, matte > 0), matte > 0, max_side))
+
+
+def premultiplied(blended: np.ndarray, matte: np.ndarray) -> np.ndarray:
+    """RGBA face layer: B * a with A = a (what the EXR holds)."""
+    a = np.clip(matte, 0.0, 1.0).astype(np.float32)
+    return np.concatenate([blended * a[..., None], a[..., None]], axis=-1)
+
+
+def log_ratio(plate: np.ndarray, face: np.ndarray, region: np.ndarray) -> np.ndarray:
+    """log(plate / face) of local means (H, W, 3), with values on the region's border ring that disagree with
+    the rest of the ring (not the same surface on both sides) replaced by a fill from their neighbours."""
+    lp = np.log(np.maximum(cv2.GaussianBlur(plate, (0, 0), 1.0), _FLOOR))
+    lf = np.log(np.maximum(cv2.GaussianBlur(face, (0, 0), 1.0), _FLOOR))
+    lr = (lp - lf).astype(np.float32)
+    r8 = region.astype(np.uint8)
+    ring = (cv2.dilate(r8, np.ones((3, 3), np.uint8)) > 0) & ~region
+    if ring.sum() < 8:
+        return lr
+    lum = lr[ring] @ _LUMA
+    dev = np.abs(lr @ _LUMA - np.median(lum))
+    trust = (np.exp(-((dev / _RING_TOLERANCE) ** 2)) * ring).astype(np.float32)
+    sigma = max(1.0, 0.05 * np.sqrt(region.sum()))
+    num = cv2.GaussianBlur(lr * trust[..., None], (0, 0), sigma)
+    den = cv2.GaussianBlur(trust, (0, 0), sigma)
+    filled = np.where(den[..., None] > 1e-4, num / np.maximum(den, 1e-4)[..., None], np.median(lr[ring], 0))
+    t = trust[..., None]
+    return (lr * t + filled * (1.0 - t)).astype(np.float32)
+
+
+def membrane(diff: np.ndarray, region: np.ndarray, max_side: int = MAX_SOLVE_SIDE) -> np.ndarray:
+    """Harmonic M (H, W, C) inside ``region`` with M = ``diff`` on the pixels just outside it; ``diff`` outside.
+
+    Pixels of the region on the crop's own border have no outside neighbour there (zero-flux edge)."""
+    h, w = region.shape
+    ys, xs = np.nonzero(region)
+    if len(ys) == 0:
+        return diff.copy()
+    # Solve on the region's bounding box grown by one pixel (its border ring), shrunk to at most max_side.
+    y0, y1 = max(ys.min() - 2, 0), min(ys.max() + 3, h)
+    x0, x1 = max(xs.min() - 2, 0), min(xs.max() + 3, w)
+    sub_d, sub_r = diff[y0:y1, x0:x1], region[y0:y1, x0:x1]
+    bh, bw = sub_r.shape
+    f = max(1.0, max(bh, bw) / max_side)
+    if f > 1.0:
+        sh, sw = max(3, int(round(bh / f))), max(3, int(round(bw / f)))
+        # The boundary values are the plate's and the face's local means: area-average, then keep the shrunk
+        # region strictly inside the full one (a coarse pixel is unknown only if it is all region).
+        small_d = cv2.resize(sub_d, (sw, sh), interpolation=cv2.INTER_AREA).reshape(sh, sw, -1)
+        small_r = cv2.resize(sub_r.astype(np.float32), (sw, sh), interpolation=cv2.INTER_AREA) > 0.999
+        m_small = _solve(small_d, small_r)
+        m = cv2.resize(m_small, (bw, bh), interpolation=cv2.INTER_LINEAR).reshape(bh, bw, -1)
+    else:
+        m = _solve(sub_d.reshape(bh, bw, -1), sub_r)
+    out = diff.reshape(h, w, -1).copy()
+    box = out[y0:y1, x0:x1]
+    box[sub_r] = m[sub_r]
+    return out.reshape(diff.shape)
+
+
+def _solve(d: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Discrete Laplace equation on the unknowns ``r`` with Dirichlet values ``d`` at their outside neighbours."""
+    h, w, c = d.shape
+    idx = -np.ones((h, w), np.int64)
+    ys, xs = np.nonzero(r)
+    n = len(ys)
+    out = d.astype(np.float64).copy()
+    if n == 0:
+        return out.astype(np.float32)
+    idx[ys, xs] = np.arange(n)
+    rows, cols, vals = [np.arange(n)], [np.arange(n)], [np.zeros(n)]
+    rhs = np.zeros((n, c))
+    diag = np.zeros(n)
+    for dy, dx in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+        ny, nx = ys + dy, xs + dx
+        ok = (ny >= 0) & (ny < h) & (nx >= 0) & (nx < w)  # off-crop neighbours: no flux
+        diag += ok
+        nyo, nxo = ny[ok], nx[ok]
+        j = idx[nyo, nxo]
+        inner = j >= 0
+        src = np.nonzero(ok)[0]
+        rows.append(src[inner])
+        cols.append(j[inner])
+        vals.append(-np.ones(int(inner.sum())))
+        np.add.at(rhs, src[~inner], d[nyo[~inner], nxo[~inner]])
+    vals[0] = diag
+    a = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n)).tocsc()
+    sol = spsolve(a, rhs)
+    out[ys, xs] = sol.reshape(n, c)
+    return out.astype(np.float32)
+
+
+def multiband(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, levels: int = 5) -> np.ndarray:
+    """Laplacian-pyramid blend with the matte's Gaussian pyramid as the per-level weights."""
+    h, w = matte.shape
+    levels = max(1, min(levels, int(np.log2(max(min(h, w), 2))) - 2))
+    a = np.clip(matte, 0.0, 1.0).astype(np.float32)
+    ga, gf, gp = [a], [face], [plate]
+    for _ in range(levels):
+        ga.append(cv2.pyrDown(ga[-1]))
+        gf.append(cv2.pyrDown(gf[-1]))
+        gp.append(cv2.pyrDown(gp[-1]))
+    out = gf[-1] * ga[-1][..., None] + gp[-1] * (1.0 - ga[-1][..., None])
+    for k in range(levels - 1, -1, -1):
+        size = (gf[k].shape[1], gf[k].shape[0])
+        lf = gf[k] - cv2.pyrUp(gf[k + 1], dstsize=size)
+        lp = gp[k] - cv2.pyrUp(gp[k + 1], dstsize=size)
+        wk = ga[k][..., None]
+        out = cv2.pyrUp(out, dstsize=size) + lf * wk + lp * (1.0 - wk)
+    return out.astype(np.float32)
