@@ -1,0 +1,142 @@
+"""The job kinds: one row per kind, read by the request parser, the engine's queue and the client.
+
+A kind says which request fields it takes (``parse``), where the engine runs it (``lane``, and ``runner``:
+the name of its function in ``engine/server/jobs.py``, named rather than referenced because this module
+travels in the add-on, which has no pipeline), and what ``job.wait()`` returns on the client
+(``build_result``). Nothing else branches on the kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .messages import (
+    FILE_PREFIX_RE,
+    MAX_SOURCES,
+    ProtocolError,
+    bool_field,
+    check_image,
+    int_field,
+    str_field,
+    type_name,
+)
+
+FRAME_MIN, FRAME_MAX = -(1 << 31), 1 << 31
+
+
+@dataclass
+class PreviewFrame:
+    """A preview as the client receives it: one frame swapped, not written to any file."""
+
+    rgba: Any  # numpy float32 (H, W, 4), linear: what the EXR's RGBA would hold
+    mattes: dict[str, Any] = field(default_factory=dict)  # float32 (H, W) each
+    faces: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+Layers = dict[str, Any]  # layer name -> numpy array read from the result slot
+
+
+@dataclass(frozen=True)
+class JobKind:
+    name: str
+    parse: Callable[[dict[str, Any]], dict[str, Any]]  # the kind's own request fields, checked, defaults filled
+    runner: str  # function name in engine/server/jobs.py
+    build_result: Callable[[dict[str, Any], Layers], Any]  # (terminal "done" event, layers) -> wait()'s value
+    lane: str = "interactive"  # "render": the render workers; "interactive": never waits behind a bake
+    image: str = "plate"  # the request field holding the main image (sources, where given, are in "sources")
+    settings: bool = True  # takes engine settings (validated against the schema)
+    writes_files: bool = False  # has an output_dir, which must lie under an allowed output root
+    pixels_back: bool = True  # the result carries pixels: the client may offer an out_slot for them
+
+
+# ------------------------------------------------------------------------------------- request fields
+
+
+def _settings(msg: dict[str, Any]) -> dict[str, Any]:
+    settings = msg.get("settings", {})
+    if not isinstance(settings, dict):
+        raise ProtocolError(f"field 'settings' must be an object, got {type_name(settings)}")
+    return settings
+
+
+def _sources(msg: dict[str, Any], required: bool) -> list[dict[str, Any]]:
+    if "sources" not in msg:
+        if required:
+            raise ProtocolError("missing field 'sources' (a list of source photos of the new identity)")
+        return []
+    sources = msg["sources"]
+    if not isinstance(sources, list):
+        raise ProtocolError(f"field 'sources' must be a list, got {type_name(sources)}")
+    if len(sources) > MAX_SOURCES:
+        raise ProtocolError(f"too many sources ({len(sources)}); at most {MAX_SOURCES}")
+    return [check_image(s, f"sources[{i}]") for i, s in enumerate(sources)]
+
+
+def _out_slot(msg: dict[str, Any]) -> str | None:
+    return str_field(msg, "out_slot", required=False, nullable=True, max_len=64)
+
+
+def _parse_render(msg: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"plate": check_image(msg.get("plate"), "plate"), "sources": _sources(msg, True)}
+    out["output_dir"] = str_field(msg, "output_dir")
+    if not out["output_dir"]:
+        raise ProtocolError("field 'output_dir' is empty")
+    out["settings"] = _settings(msg)
+    for key in ("frame_start", "frame_end"):
+        out[key] = int_field(msg, key, required=False, nullable=True, lo=FRAME_MIN, hi=FRAME_MAX)
+    a, b = out["frame_start"], out["frame_end"]
+    if a is not None and b is not None and b < a:
+        raise ProtocolError(f"frame_end {b} is before frame_start {a}")
+    out["skip_existing"] = bool_field(msg, "skip_existing", False)
+    prefix = str_field(msg, "file_prefix", required=False, default="facefusion", max_len=64)
+    if not FILE_PREFIX_RE.match(prefix):
+        raise ProtocolError(f"file_prefix {prefix!r} must be 1-64 letters, digits, '.', '_' or '-', "
+                            "not starting with '.' or '-'")
+    out["file_prefix"] = prefix
+    return out
+
+
+def _parse_frame_job(msg: dict[str, Any], sources_required: bool) -> dict[str, Any]:
+    return {"plate": check_image(msg.get("plate"), "plate"), "sources": _sources(msg, sources_required),
+            "settings": _settings(msg), "frame": int_field(msg, "frame", lo=FRAME_MIN, hi=FRAME_MAX),
+            "out_slot": _out_slot(msg)}
+
+
+def _parse_echo(msg: dict[str, Any]) -> dict[str, Any]:
+    image = check_image(msg.get("image"), "image")
+    if "slot" not in image:
+        raise ProtocolError("image: echo needs pixels in a slot, not a path")
+    return {"image": image, "out_slot": _out_slot(msg)}
+
+
+# ------------------------------------------------------------------------------------------- results
+
+
+def _preview_result(ev: dict[str, Any], layers: Layers) -> PreviewFrame:
+    result = ev.get("result") or {}
+    mattes = {k[len("matte."):]: v for k, v in layers.items() if k.startswith("matte.")}
+    return PreviewFrame(rgba=layers["rgba"], mattes=mattes, faces=int(result.get("faces", 0)),
+                        warnings=list(result.get("warnings", [])))
+
+
+def _analyse_result(ev: dict[str, Any], layers: Layers) -> list[dict[str, Any]]:
+    faces = []
+    for face in (ev.get("result") or {}).get("faces", []):
+        face = dict(face)
+        thumb = face.pop("thumbnail_layer", None)
+        if thumb is not None and thumb in layers:
+            face["thumbnail"] = layers[thumb]
+        faces.append(face)
+    return faces
+
+
+JOB_KINDS: dict[str, JobKind] = {k.name: k for k in (
+    JobKind("render", _parse_render, "run_render", lambda ev, _layers: ev, lane="render", writes_files=True,
+            pixels_back=False),
+    JobKind("preview", lambda m: _parse_frame_job(m, True), "run_preview", _preview_result),
+    JobKind("analyse", lambda m: _parse_frame_job(m, False), "run_analyse", _analyse_result),
+    JobKind("echo", _parse_echo, "run_echo", lambda _ev, layers: layers["rgba"], image="image", settings=False),
+)}
