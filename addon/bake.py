@@ -17,9 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import compat, plates, prefs, session, targets
+from . import compat, plates, prefs, retarget, schema, session, sources, targets
 from .engine_link import engine_module
-from .props import settings_dict
 
 COPY_INTERVAL_S = 1.0  # Blender < 5.0: finished frames are batched, at most one copy process per interval
 
@@ -260,9 +259,9 @@ class BakeRun:
 
 def _key(target: targets.Target, read_only: bool) -> tuple[str, plates.PlateMedia]:
     if read_only:
-        key, error, media = targets.current_key(target)
+        key, error, media = retarget.current_key(target)
     else:
-        key, error, media = targets.retarget(target), target.settings.last_error, None
+        key, error, media = retarget.retarget(target), target.settings.last_error, None
     if not key or error:
         raise BakeError(f"Face Fusion {target.label}: {error or 'not ready'}")
     return key, media or target.plate()
@@ -286,7 +285,7 @@ def plan(target: targets.Target, frame_start: int | None = None, frame_end: int 
         missing = target.missing(needed, key)  # what Blender cannot show yet
         engine_missing = target.missing(missing, key, engine_files=True)  # what the engine has to make
         _, folder = target.output_dir(key)
-        if read_only and not targets.is_pointed(target, key, media):  # the caller refuses it: make nothing
+        if read_only and not retarget.is_pointed(target, key, media):  # the caller refuses it: make nothing
             return TargetBake(target, missing, folder, key, {}, pointed=False)
         if not engine_missing:
             break
@@ -299,8 +298,8 @@ def plan(target: targets.Target, frame_start: int | None = None, frame_end: int 
     if engine_missing:
         request = {
             "plate": media.as_request(),
-            "sources": targets.source_specs(target.settings),
-            "settings": settings_dict(target.settings),
+            "sources": sources.source_specs(target.settings),
+            "settings": schema.settings_dict(target.settings),
             "output_dir": folder,
             "frame_start": min(engine_missing),
             "frame_end": max(engine_missing),

@@ -61,11 +61,6 @@ def active_strip(context: Any) -> Any:
     return strip
 
 
-def strip_path(strip: Any) -> str:
-    """RNA path prefix of a strip inside its scene (both spellings are accepted by the scene)."""
-    return strip.path_from_id()
-
-
 def compositor_tree(scene: bpy.types.Scene, *, create: bool = False) -> Any:
     """The scene's compositing node tree (4.2: scene.node_tree; 5.0: scene.compositing_node_group)."""
     if hasattr(scene, "compositing_node_group"):

@@ -28,14 +28,15 @@ from typing import Any
 
 import bpy
 
-from . import bake, plates, session, targets
+from . import bake, lookup, plates, retarget, session
+from .targets import Target
 
 FAILURES: list[str] = []  # last render's failures (for scripts rendering with the bpy module)
 DRAIN_INTERVAL_S = 0.5
 
-# (action, scene name, "strip" | "node", owner name): main-thread work asked for by a UI render's handlers.
+# (action, scene name, target class, owner name): main-thread work asked for by a UI render's handlers.
 # A queue, because the render thread puts and the main thread takes; no bpy object crosses threads.
-_DEFERRED: queue.Queue[tuple[str, str, str, str]] = queue.Queue()
+_DEFERRED: queue.Queue[tuple[str, str, type[Target], str]] = queue.Queue()
 _REFUSED: set[tuple[str, str, str]] = set()  # targets already reported out of date in this render
 
 
@@ -52,12 +53,12 @@ def _fail(message: str) -> None:
         sys.exit(1)
 
 
-def _defer(action: str, target: targets.Target) -> None:
-    _DEFERRED.put((action, target.scene.name, target.kind, target.owner.name))
+def _defer(action: str, target: Target) -> None:
+    _DEFERRED.put((action, target.scene.name, type(target), target.owner.name))
 
 
 def _bake(scene: Any, frame_start: int, frame_end: int) -> None:
-    tgts = targets.scene_targets(scene)
+    tgts = lookup.scene_targets(scene)
     if not tgts:
         return
     if not _background():
@@ -69,7 +70,7 @@ def _bake(scene: Any, frame_start: int, frame_end: int) -> None:
         _fail(str(exc))
 
 
-def _bake_read_only(tgts: list[targets.Target], frame_start: int, frame_end: int) -> None:
+def _bake_read_only(tgts: list[Target], frame_start: int, frame_end: int) -> None:
     """UI render (render thread): bake what is missing without writing bpy data."""
     items = []
     for target in tgts:
@@ -93,26 +94,16 @@ def _bake_read_only(tgts: list[targets.Target], frame_start: int, frame_end: int
         return
     run = bake.start(items)
     run.wait()
-    for item in items:
-        if item.target.kind == "node":  # the image node picks up the new files after this render
-            _defer("refresh", item.target)
+    for item in items:  # an image node picks up the new files after this render
+        _defer("reload", item.target)
     for error in run.errors:
         _fail(error)
 
 
-def _owner(scene_name: str, kind: str, name: str) -> targets.Target | None:
-    from . import compat
-
+def _target(scene_name: str, kind: type[Target], name: str) -> Target | None:
     scene = bpy.data.scenes.get(scene_name)
-    if scene is None:
-        return None
-    if kind == "strip":
-        coll = compat.strips(scene)
-        owner = coll.get(name) if coll is not None else None
-    else:
-        tree = compat.compositor_tree(scene)
-        owner = tree.nodes.get(name) if tree is not None else None
-    return targets.Target(scene, owner, kind) if owner is not None else None
+    owner = kind.owner_named(scene, name) if scene is not None else None
+    return kind(scene, owner) if owner is not None else None
 
 
 def run_deferred() -> None:
@@ -123,17 +114,15 @@ def run_deferred() -> None:
         except queue.Empty:
             return
         try:
-            target = _owner(scene_name, kind, name)
+            target = _target(scene_name, kind, name)
             if target is None:
                 continue
             if action == "retarget":
-                targets.retarget(target)
-            elif kind == "node":
-                from . import node
-
-                node.refresh(target.owner)
+                retarget.retarget(target)
+            else:
+                target.reload_images()
         except Exception as exc:  # one stale entry must not stop the others (or the timer)
-            print(f"Face Fusion: could not update {kind} '{name}' after the render: {exc}", file=sys.stderr)
+            print(f"Face Fusion: could not update {kind.kind} '{name}' after the render: {exc}", file=sys.stderr)
 
 
 def _drain() -> float:
@@ -153,7 +142,7 @@ def on_render_init(scene: Any, *_: Any) -> None:
 @bpy.app.handlers.persistent
 def on_render_pre(scene: Any, *_: Any) -> None:
     frame = scene.frame_current
-    for target in targets.scene_targets(scene):
+    for target in lookup.scene_targets(scene):
         try:
             if target.missing(target.needed(frame, frame)):  # reads only: the folder the strip/node shows
                 _bake(scene, frame, frame)
@@ -163,11 +152,8 @@ def on_render_pre(scene: Any, *_: Any) -> None:
             break
     if not _background():
         return  # a UI render's thread: the reload waits for the main thread (queued by _bake_read_only)
-    for target in targets.scene_targets(scene):  # pick up files written since the render started
-        if target.kind == "node":
-            from . import node
-
-            node.refresh(target.owner)
+    for target in lookup.scene_targets(scene):  # pick up files written since the render started
+        target.reload_images()
 
 
 @bpy.app.handlers.persistent

@@ -6,21 +6,14 @@ from typing import Any
 
 import bpy
 
-from . import compat, targets
-from .props import grouped_settings
+from . import lookup
+from .schema import grouped_settings
+from .targets import Target
 
 
-def _owner(context: Any) -> Any:
-    from .operators import _settings_owner
-
-    return _settings_owner(context)
-
-
-def _owner_args(op: Any, owner: Any) -> None:
-    if isinstance(owner.id_data, bpy.types.Scene):
-        op.strip_name = owner.name
-    else:
-        op.node_name = owner.name
+def _owner_args(op: Any, target: Target) -> None:
+    """Name the strip or node on an operator button."""
+    setattr(op, target.owner_arg, target.owner.name)
 
 
 class FACEFUSION_UL_sources(bpy.types.UIList):
@@ -33,18 +26,20 @@ class FACEFUSION_UL_sources(bpy.types.UIList):
 
 
 def draw_settings(layout: Any, context: Any, owner: Any) -> None:
-    ff = owner.face_fusion
+    target = lookup.target_of(owner)
+    ff = target.settings
     col = layout.column()
-    if owner.id_data and isinstance(owner.id_data, bpy.types.Scene):
-        col.label(text=f"Plate: {ff.plate_strip}", icon="SEQUENCE")
+    plate_label = target.panel_plate_label()
+    if plate_label:
+        col.label(text=plate_label, icon="SEQUENCE")
     # sources
     box = col.box()
     box.label(text="Source Photos", icon="USER")
     row = box.row()
     row.template_list("FACEFUSION_UL_sources", "", ff, "sources", ff, "active_source", rows=2)
     sub = row.column(align=True)
-    _owner_args(sub.operator("facefusion.source_add", text="", icon="ADD"), owner)
-    _owner_args(sub.operator("facefusion.source_remove", text="", icon="REMOVE"), owner)
+    _owner_args(sub.operator("facefusion.source_add", text="", icon="ADD"), target)
+    _owner_args(sub.operator("facefusion.source_remove", text="", icon="REMOVE"), target)
     # schema groups
     for group, label, settings in grouped_settings():
         box = col.box()
@@ -52,7 +47,7 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
         for s in settings:
             box.prop(ff, s.name)
         if group == "faces":
-            _owner_args(box.operator("facefusion.find_faces", icon="VIEWZOOM"), owner)
+            _owner_args(box.operator("facefusion.find_faces", icon="VIEWZOOM"), target)
             if len(ff.faces):
                 grid = box.grid_flow(columns=4, even_columns=True)
                 for face in ff.faces:
@@ -63,7 +58,7 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
                     op = cell.operator("facefusion.pick_face", text=str(face.index),
                                        depress=(ff.face_selector == "reference" and ff.reference_face == face.index))
                     op.index = face.index
-                    _owner_args(op, owner)
+                    _owner_args(op, target)
     # bake
     box = col.box()
     box.label(text=f"Cache: {ff.cache_dir or 'not ready'}", icon="FILE_FOLDER")
@@ -75,8 +70,8 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
     if runtime.providers:
         box.label(text=f"Models ran on: {runtime.providers}", icon="INFO")
     row = box.row(align=True)
-    _owner_args(row.operator("facefusion.preview", icon="IMAGE_RGB"), owner)
-    _owner_args(row.operator("facefusion.bake", icon="RENDER_ANIMATION"), owner)
+    _owner_args(row.operator("facefusion.preview", icon="IMAGE_RGB"), target)
+    _owner_args(row.operator("facefusion.bake", icon="RENDER_ANIMATION"), target)
     if ff.preview_image is not None:
         box.template_ID_preview(ff, "preview_image", hide_buttons=True)
 
@@ -88,7 +83,7 @@ class SEQUENCER_PT_face_fusion(bpy.types.Panel):
     bl_label = "Face Fusion"
 
     def draw(self, context: Any) -> None:
-        owner = _owner(context)
+        owner = lookup.settings_owner(context)
         if owner is None:
             self.layout.label(text="Select a movie or image strip (the plate)")
             self.layout.operator("facefusion.add_strip", icon="ADD")
@@ -107,7 +102,7 @@ class NODE_PT_face_fusion(bpy.types.Panel):
         return getattr(context.space_data, "tree_type", "") == "CompositorNodeTree"
 
     def draw(self, context: Any) -> None:
-        owner = _owner(context)
+        owner = lookup.settings_owner(context)
         if owner is None:
             self.layout.operator("facefusion.add_node", icon="ADD")
             return
@@ -144,5 +139,3 @@ def unregister() -> None:
     for cls in reversed(CLASSES):
         bpy.utils.unregister_class(cls)
 
-
-__all__ = ["compat", "targets"]

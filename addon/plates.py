@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import bpy
 
@@ -26,7 +26,6 @@ class PlateMedia:
     frames: list[int]  # plate frame number per content index
     colorspace: str = "auto"
     kind: str = "sequence"  # "sequence" | "movie" | "still"
-    extra: dict = field(default_factory=dict)
 
     def as_request(self) -> dict:
         return {"path": self.path, "colorspace": self.colorspace}

@@ -21,7 +21,7 @@ DEVICE_ITEMS = [
 ]
 
 
-def _venv_python(venv: str) -> str:
+def venv_python(venv: str) -> str:
     return os.path.join(venv, "Scripts", "python.exe") if os.name == "nt" else os.path.join(venv, "bin", "python")
 
 
@@ -57,9 +57,9 @@ def find_engine_python(prefs: Any = None) -> str:
     or the project's ``.venv`` next to the engine sources. Empty when none exists."""
     root = find_engine_root(prefs)
     candidates = [getattr(prefs, "engine_python", ""), os.environ.get(ENV_PYTHON, ""),
-                  _venv_python(managed_env_dir())]
+                  venv_python(managed_env_dir())]
     if root:
-        candidates.append(_venv_python(os.path.join(root, ".venv")))
+        candidates.append(venv_python(os.path.join(root, ".venv")))
     for candidate in candidates:
         if candidate and os.path.isfile(bpy.path.abspath(candidate)):
             return os.path.abspath(bpy.path.abspath(candidate))

@@ -1,4 +1,5 @@
-"""Properties. The swap settings are generated from the engine's schema (engine/settings.py), never listed here.
+"""Properties. The swap settings are generated from the engine's schema (engine/settings.py), never listed here
+(``schema`` reads them back as the engine's settings JSON).
 
 ``FaceFusionSettings`` holds one property per schema setting plus what the add-on itself needs (source
 photos, the plate it belongs to, the current cache key). It hangs off every strip (``strip.face_fusion``)
@@ -11,20 +12,13 @@ from typing import Any
 
 import bpy
 
-from . import compat
-from .engine_link import settings_module
-
-SETTINGS_GROUPS = (  # panel order; any group the schema adds later is shown after these
-    ("faces", "Faces"), ("swap", "Swapper"), ("colour", "Colour Match"), ("enhance", "Super-Resolution"),
-    ("matte", "Mattes"), ("output", "Output"),
-)
+from . import compat, retarget
+from .schema import schema
 
 
 def _on_setting_changed(self: Any, context: Any) -> None:
     """Any setting change points the strip/node at the cache folder of the new settings."""
-    from . import targets  # late: targets imports this module
-
-    targets.retarget_owner(self)
+    retarget.retarget_owner(self)
 
 
 def _schema_property(setting: Any) -> Any:
@@ -52,38 +46,6 @@ def _schema_property(setting: Any) -> Any:
     if kind == "str":
         return bpy.props.StringProperty(default=setting.default, **common)
     raise ValueError(f"setting kind {kind!r} of '{setting.name}' has no Blender property")
-
-
-def schema() -> tuple:
-    return settings_module().SCHEMA
-
-
-# Settings that only matter when another one has a given value: (setting, applies when).
-def normalise(values: dict[str, Any]) -> dict[str, Any]:
-    """Settings that have no effect set to their defaults (the engine schema says which: Setting.applies), so
-    changing them (Find Faces sets the reference frame) never re-keys the cache."""
-    return settings_module().normalise(values)
-
-
-def settings_dict(group: Any) -> dict[str, Any]:
-    """The engine's settings JSON for a FaceFusionSettings, validated by the engine's own schema, with settings
-    that have no effect normalised (the same dict feeds the cache key and the engine)."""
-    values = {}
-    for s in schema():
-        value = getattr(group, s.name)
-        values[s.name] = float(value) if s.kind == "float" else value
-    return normalise(values)
-
-
-def grouped_settings() -> list[tuple[str, str, list[Any]]]:
-    """[(group id, label, [Setting...])] in panel order."""
-    by_group: dict[str, list[Any]] = {}
-    for s in schema():
-        by_group.setdefault(s.group, []).append(s)
-    known = [g for g, _ in SETTINGS_GROUPS]
-    ordered = [(g, label, by_group[g]) for g, label in SETTINGS_GROUPS if g in by_group]
-    ordered += [(g, g.title(), by_group[g]) for g in by_group if g not in known]
-    return ordered
 
 
 class FaceFusionSource(bpy.types.PropertyGroup):

@@ -19,13 +19,13 @@ import os
 import sys
 import tempfile
 
+import OpenImageIO as oiio
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from engine.outputs import PARTIAL_SUFFIX, output_name, partial_prefix  # noqa: E402 (needs the path above)
 
 
 def copy_frame(src: str, dst: str) -> None:
-    import OpenImageIO as oiio
-
     buf = oiio.ImageBuf(src)
     spec = buf.spec()
     # Same pixel type as the engine wrote (float composites of float plates stay float: untouched bits survive).

@@ -15,7 +15,7 @@ from typing import Any
 
 import bpy
 
-from . import ocio, prefs
+from . import images, ocio, prefs
 from .engine_link import client_module
 from .engine_link import engine_version as bundled_version
 
@@ -42,10 +42,8 @@ def _ref(spec: dict[str, Any]) -> Any:
     mod = client_module()
     if "path" in spec:
         return mod.ImageRef(path=spec["path"], colorspace=spec.get("colorspace", "auto"))
-    from .targets import image_pixels
-
     image = spec["image"]
-    return mod.ImageRef(pixels=image_pixels(image), colorspace=spec.get("colorspace", "auto"), name=image.name)
+    return mod.ImageRef(pixels=images.image_pixels(image), colorspace=spec.get("colorspace", "auto"), name=image.name)
 
 
 class Session:
@@ -128,10 +126,6 @@ def _covered(root: str, roots: set[str]) -> bool:
         except ValueError:  # another drive (Windows)
             pass
     return False
-
-
-def running() -> bool:
-    return _SESSION is not None
 
 
 def _start(roots: set[str]) -> Session:

@@ -27,7 +27,7 @@ def _no_partial_files(folder: str, tmp: str) -> list[str]:
 
 def test_cancel_mid_bake_leaves_no_partial_file(addon, scene, long_media, cache_dir, tmp_path):
     strip = face_fusion_shot(addon, scene, long_media)
-    target = addon.targets.Target(scene, strip, "strip")
+    target = addon.strip_target.StripTarget(scene, strip)
     item = addon.bake.plan(target)
     run = addon.bake.start([item])
     deadline = time.monotonic() + 120
@@ -49,7 +49,7 @@ def test_cancel_mid_bake_leaves_no_partial_file(addon, scene, long_media, cache_
 
 def test_engine_killed_mid_bake_reports_and_recovers(addon, scene, long_media, cache_dir, tmp_path):
     strip = face_fusion_shot(addon, scene, long_media)
-    target = addon.targets.Target(scene, strip, "strip")
+    target = addon.strip_target.StripTarget(scene, strip)
     folder = target.output_dir(target.cache_key())[1]
     os.makedirs(folder, exist_ok=True)
     engine = addon.session.get(os.path.dirname(folder)).client.process  # the engine the bake will use

@@ -35,19 +35,19 @@ def test_node_group_structure(addon, scene, media, cache_dir):
     tree, ff = _compositor_scene(addon, scene, media)
     assert [s.name for s in ff.inputs] == ["Image"]
     assert [s.name for s in ff.outputs] == ["Image", "Face", "Matte"]
-    assert ff.node_tree is not None and ff.node_tree.nodes.get(addon.node.FACE_NODE) is not None
-    target = addon.targets.target_of(ff)
+    assert ff.node_tree is not None and ff.node_tree.nodes.get(addon.node_target.FACE_NODE) is not None
+    target = addon.lookup.target_of(ff)
     assert target.kind == "node" and target.scene == scene
     media_info = target.plate()
     assert media_info.path == media["plate"] and media_info.frames == [1, 2, 3, 4, 5]
     src = ff.face_fusion.sources.add()
     src.filepath = media["source"]
-    face_image = ff.node_tree.nodes[addon.node.FACE_NODE].image
+    face_image = ff.node_tree.nodes[addon.node_target.FACE_NODE].image
     assert ff.face_fusion.cache_key and ff.face_fusion.cache_key in face_image.filepath
     old = ff.face_fusion.cache_key
     ff.face_fusion.colour_strength = 0.5
     assert ff.face_fusion.cache_key != old
-    copy = tree.nodes.new(addon.targets.NODE_IDNAME)
+    copy = tree.nodes.new(addon.node_target.NODE_IDNAME)
     assert copy.node_tree != ff.node_tree  # each node has its own group (its own frames)
 
 

@@ -70,7 +70,7 @@ def test_packed_source_image_goes_through_shared_memory(addon, scene, media, cac
     src = strip.face_fusion.sources.add()
     src.kind = "IMAGE"
     src.image = image
-    specs = addon.targets.source_specs(strip.face_fusion)
+    specs = addon.sources.source_specs(strip.face_fusion)
     assert "path" not in specs[0] and specs[0]["digest"]  # pixels, identified by their bytes
     with bpy.context.temp_override(scene=scene):
         assert bpy.ops.facefusion.bake(strip_name=strip.name) == {"FINISHED"}

@@ -21,13 +21,13 @@ bpy = pytest.importorskip("bpy")
 
 def _modal_operator(addon, strip, reports):
     """An object with the operator's methods bound (Blender would make the operator instance)."""
-    op_cls = addon.operators.FACEFUSION_OT_bake
-    target = addon.targets.Target(strip.id_data, strip, "strip")
+    op_cls = addon.op_bake.FACEFUSION_OT_bake
+    target = addon.strip_target.StripTarget(strip.id_data, strip)
     landed: list[int] = []
 
     def frame_landed(item, frame):
         landed.append(frame)
-        addon.operators._frame_landed(item, frame)
+        addon.op_bake.frame_landed(item, frame)
 
     op = SimpleNamespace(report=lambda kind, msg: reports.append((set(kind), msg)), _timer=None)
     op._run = addon.bake.start([addon.bake.plan(target)], frame_landed)

@@ -72,9 +72,9 @@ def ui_render(addon, monkeypatch):
     """Handlers on the UI path (as on a render job's thread); every bpy-writing helper records its calls."""
     monkeypatch.setattr(addon.handlers, "_background", lambda: False)
     calls: list[str] = []
-    for module, name in ((addon.targets, "retarget"), (addon.sequencer, "point_strip"),
-                         (addon.sequencer, "invalidate"), (addon.node, "point_node"), (addon.node, "refresh"),
-                         (addon.node, "relink")):
+    for module, name in ((addon.retarget, "retarget"), (addon.strip_target, "point_strip"),
+                         (addon.strip_target, "invalidate"), (addon.node_target, "point_node"),
+                         (addon.node_target, "refresh"), (addon.node_target, "relink")):
         original = getattr(module, name)
 
         def record(*args, _original=original, _name=name, **kwargs):
@@ -94,7 +94,7 @@ def test_ui_render_handlers_plan_read_only(addon, scene, media, cache_dir, ui_re
     else:
         owner = _node(addon, scene, media)
         scene.render.use_compositing, scene.render.use_sequencer = True, False
-    target = addon.targets.target_of(owner)
+    target = addon.lookup.target_of(owner)
     folder = target.output_dir()[1]
     before = _snapshot(owner)
     ui_render.clear()  # making the strip/node re-pointed it (main thread): only the handlers' calls count
@@ -140,7 +140,7 @@ def test_settings_without_effect_keep_the_cache_key(addon, scene, media, cache_d
     for name in ("reference_distance", "enhancer_blend", "colour_strength"):
         setattr(ff, name, getattr(ff, name) * 0.5)
     assert ff.cache_key == key
-    sent = addon.props.settings_dict(ff)
+    sent = addon.schema.settings_dict(ff)
     for name in ("reference_frame", "reference_face", "reference_distance", "face_index", "sr_denoise",
                  "enhancer_blend", "colour_strength"):
         assert sent[name] == defaults[name], name
@@ -159,7 +159,7 @@ def test_settings_without_effect_keep_the_cache_key(addon, scene, media, cache_d
 
 def test_cache_key_inputs_and_engine_environment(addon, scene, media, cache_dir, monkeypatch):
     strip = _strip(addon, scene, media)
-    target = addon.targets.Target(scene, strip, "strip")
+    target = addon.strip_target.StripTarget(scene, strip)
     mod = addon.engine_link.cachekey_module()
     seen = {}
     original = mod.cache_key
@@ -194,7 +194,7 @@ def test_cache_key_inputs_and_engine_environment(addon, scene, media, cache_dir,
 
 def test_busy_engine_is_not_restarted_for_a_new_root(addon, scene, media, cache_dir):
     strip = _strip(addon, scene, media)
-    item = addon.bake.plan(addon.targets.Target(scene, strip, "strip"))
+    item = addon.bake.plan(addon.strip_target.StripTarget(scene, strip))
     run = addon.bake.start([item])
     run.step(0.0)  # submits the job
     sess = addon.session.get()
@@ -217,7 +217,7 @@ def test_unexpected_error_ends_the_bake_cleanly(addon, scene, media, cache_dir, 
         raise OSError("no such interpreter")
 
     monkeypatch.setattr(addon.bake.subprocess, "Popen", broken_popen)
-    item = addon.bake.plan(addon.targets.Target(scene, strip, "strip"))
+    item = addon.bake.plan(addon.strip_target.StripTarget(scene, strip))
     run = addon.bake.start([item])
     run.wait(0.05)  # never raises
     assert run.finished and "OSError" in run.errors[0] and "no such interpreter" in run.errors[0]
