@@ -1,4 +1,9 @@
-"""2DFAN4 68-point landmarker: box crop at 256 (scale 195 / box side), heatmap-space points x4, score from maxima."""
+"""2DFAN4 68-point landmarker: box crop at 256 (scale 195 / box side), heatmap-space points x4, score from maxima.
+
+Pre-processing follows FaceFusion, which converts and distributes ``2dfan4.onnx``: the crop is a bilinear warp
+with a black border where the box leaves the frame (not replicated edge pixels: up to 59 px landmark difference
+on faces at the frame edge), fed BGR in [0, 1] (the catalogue's ``channels``).
+"""
 
 from __future__ import annotations
 
@@ -19,7 +24,11 @@ def box_crop_matrix(box: np.ndarray, size: int, scale_num: float) -> np.ndarray:
 
 
 def brighten_if_dark(crop_u8: np.ndarray) -> np.ndarray:
-    """CLAHE on L when the crop is very dark (mean L < 30), as the model was trained on lit faces."""
+    """CLAHE on L when the crop is very dark (mean L < 30), as the model was trained on lit faces.
+
+    Call it on the crop in the model's channel order: FaceFusion runs this RGB->Lab conversion on its BGR crop,
+    so the same pixels (and the same threshold decision) need the same channel order here.
+    """
     lab = cv2.cvtColor(crop_u8, cv2.COLOR_RGB2Lab)
     if lab[..., 0].mean() >= 30:
         return crop_u8
@@ -32,11 +41,17 @@ class Fan68Landmarker(NeuralBackend):
         if not faces:
             return
         size = int(self.spec.get("size", 256))
+        bgr = self.spec.get("channels", "RGB") == "BGR"
         mats, crops = [], []
         for f in faces:
             m = box_crop_matrix(f.box, size, float(self.spec.get("crop_scale", 195)))
-            crop = cv2.warpAffine(frame_u8, m, (size, size), flags=cv2.INTER_AREA, borderMode=cv2.BORDER_REPLICATE)
-            crops.append(u8_to_unit(brighten_if_dark(crop)))
+            crop = cv2.warpAffine(frame_u8, m, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
+                                  borderValue=(0, 0, 0))
+            if bgr:  # to_tensor expects RGB and reorders per the spec: brighten in model order, then back
+                crop = brighten_if_dark(crop[..., ::-1])[..., ::-1]
+            else:
+                crop = brighten_if_dark(crop)
+            crops.append(u8_to_unit(crop))
             mats.append(m)
         x = to_tensor(np.stack(crops), self.spec)
         pts, heat = self.session.run_batched({self.input_name("input"): x})[:2]

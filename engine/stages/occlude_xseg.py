@@ -1,6 +1,9 @@
 """XSeg occluder (DeepFaceLab): NHWC BGR [0, 1] at 256 -> (N, 256, 256, 1) face-visible probability.
 
 The matte is 1 where the face is visible and 0 where something covers it (hands, hair, microphones).
+Crops of another size are resized bilinearly to 256 and the mask back, as FaceFusion (which distributes the
+files) does; INTER_AREA would be nearest-neighbour when enlarging a 128 px crop (mask difference up to 0.085).
+Crops larger than 256 are shrunk with INTER_AREA, which averages instead of skipping pixels.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ class XSegOccluder(NeuralBackend):
             return np.zeros((0,) + crops.shape[1:3], np.float32)
         size = int(self.spec.get("size", 256))
         s = crops.shape[1]
-        fitted = np.stack([c if s == size else cv2.resize(c, (size, size), interpolation=cv2.INTER_AREA)
-                           for c in crops])
+        interp = cv2.INTER_AREA if s > size else cv2.INTER_LINEAR
+        fitted = np.stack([c if s == size else cv2.resize(c, (size, size), interpolation=interp) for c in crops])
         (out,) = self.session.run_batched({self.input_name("input"): to_tensor(fitted, self.spec)})[:1]
         masks = np.clip(np.asarray(out, np.float32).reshape(len(crops), size, size), 0.0, 1.0)
         if s == size:

@@ -62,7 +62,8 @@ class NeuralSwapper(NeuralBackend):
     def _fit(self, crops: np.ndarray) -> np.ndarray:
         if crops.shape[1] == self.size:
             return crops
-        return np.stack([cv2.resize(c, (self.size, self.size), interpolation=cv2.INTER_AREA) for c in crops])
+        interp = cv2.INTER_AREA if crops.shape[1] > self.size else cv2.INTER_LINEAR  # AREA enlarges as nearest
+        return np.stack([cv2.resize(c, (self.size, self.size), interpolation=interp) for c in crops])
 
     def swap(self, batch: SwapInput, source: SourceIdentity) -> SwapOutput:
         crops = np.asarray(batch.crops, dtype=np.float32)
