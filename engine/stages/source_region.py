@@ -1,0 +1,175 @@
+"""Source face-region mask without a neural model: which pixels of the source photo's crop are its face.
+
+The source's own skin is the reference: a Gaussian in CIE a*b* (chroma) plus a luminance range, learned from
+its cheeks and nose. Inside the face outline (jaw and forehead from the landmarks), skin-coloured, smooth
+pixels connected to the cheeks are face; eyes, brows, nose and lips are face by their landmarks. Everything
+else is 0: backdrop, hair (found by colour, and by texture where hair has the skin's hue), ears, hats, glasses
+frames, beards. Where the mask is 0 the plate's own face stays.
+
+The mask is eroded before it is feathered, so its soft edge lies inside what was classified as face: no pixel
+of the surroundings gets a weight above 0.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from engine.io.colour import srgb_decode
+from engine.stages import geometry68
+from engine.stages.colour_match import lin_to_lab
+
+# Skin sample polygons (68-point indices): both cheeks, and the nose.
+_CHEEKS = [[2, 3, 4, 48, 31], [14, 13, 12, 54, 35]]
+_NOSE = [[27, 31, 30, 35]]  # bridge to tip: the nostrils are not skin
+_MIN_SAMPLES = 40
+
+
+def lab_of_srgb(crop_srgb: np.ndarray) -> np.ndarray:
+    """CIE Lab (D65) of an sRGB-encoded float crop."""
+    return lin_to_lab(srgb_decode(np.clip(crop_srgb, 0.0, 1.0))).astype(np.float32)
+
+
+def points78(landmarks: np.ndarray) -> np.ndarray:
+    """68 landmarks (or 68 + 10 forehead points) -> the 78 points of the face outline."""
+    pts = np.asarray(landmarks, np.float64)
+    if pts.shape == (68, 2):
+        return geometry68.with_forehead(pts)
+    if pts.shape == (78, 2):
+        return pts
+    raise ValueError(f"landmarks have shape {pts.shape}; pass (68, 2) iBUG points (or (78, 2) with the forehead)")
+
+
+def _check_crop(crop: np.ndarray) -> np.ndarray:
+    crop = np.asarray(crop, np.float32)
+    if crop.ndim != 3 or crop.shape[2] != 3:
+        raise ValueError(f"crop has shape {crop.shape}; pass an (H, W, 3) sRGB float image in [0, 1]")
+    return crop
+
+
+def skin_distance(lab: np.ndarray, sample: np.ndarray, l_margin: float = 12.0) -> np.ndarray:
+    """Distance of every pixel from the skin model learned from ``sample`` (N, 3 Lab): Mahalanobis distance in
+    a*b* combined with how far L* lies outside the sample's 5th-98th percentile range (in units of ``l_margin``).
+    About 1 at the edge of typical skin variation, much larger for hair, backdrop or objects."""
+    ab = sample[:, 1:].astype(np.float64)
+    mean = np.median(ab, axis=0)
+    cov = np.cov((ab - mean).T) + np.diag([1.5, 1.5])  # a floor: camera noise on a very even face
+    inv = np.linalg.inv(cov)
+    c = lab[..., 1:].astype(np.float64)
+    lo, mid, hi = np.percentile(sample[:, 0], [5, 50, 98])
+    # Highlights desaturate skin towards white: above the median L*, the chroma may shrink along the line to
+    # neutral (down to 35 % of the mean) at no cost. Darker pixels get no such allowance (brown hair is dark).
+    t = np.einsum("...i,ij,j->...", c, inv, mean) / float(mean @ inv @ mean + 1e-9)
+    t_lo = np.where(lab[..., 0] > mid, 0.35, 1.0)
+    t = np.clip(t, t_lo, 1.0)
+    d = c - t[..., None] * mean
+    chroma = np.sqrt(np.einsum("...i,ij,...j->...", d, inv, d)) / 3.0
+    # Shadows on skin are darker than the lit cheeks; highlights brighter: L* gets a looser range than chroma.
+    below = np.maximum(lo - 0.75 * l_margin - lab[..., 0], 0.0) / l_margin
+    above = np.maximum(lab[..., 0] - hi - 2.0 * l_margin, 0.0) / l_margin
+    return np.sqrt(chroma**2 + below**2 + above**2).astype(np.float32)
+
+
+def plausible_skin(sample: np.ndarray) -> bool:
+    """Whether a Lab sample's median colour is one human skin can have under roughly white light: hue angle of
+    a*b* between red and yellow (about 0 to 100 degrees for every skin tone), and some chroma."""
+    a, b = np.median(sample[:, 1]), np.median(sample[:, 2])
+    hue = np.degrees(np.arctan2(b, a))
+    return bool(-10.0 <= hue <= 100.0 and np.hypot(a, b) >= 4.0)
+
+
+def texture_energy(lab: np.ndarray, scale: float) -> np.ndarray:
+    """Local energy of fine L* detail (strands of hair, lettering), averaged over about 2 % of the face size."""
+    lum = lab[..., 0].astype(np.float32)
+    fine = lum - cv2.GaussianBlur(lum, (0, 0), max(0.006 * scale, 0.7))
+    return cv2.GaussianBlur(fine * fine, (0, 0), max(0.02 * scale, 1.0))
+
+
+def _largest_connected(mask: np.ndarray, seed: np.ndarray) -> np.ndarray:
+    """The components of ``mask`` that touch ``seed`` (skin-coloured backdrop apart from the face is dropped)."""
+    n, labels = cv2.connectedComponents(mask.astype(np.uint8), connectivity=8)
+    if n <= 1:
+        return mask.astype(bool)
+    keep = np.unique(labels[seed & (labels > 0)])
+    return np.isin(labels, keep[keep > 0])
+
+
+def _fill_small_holes(mask: np.ndarray, max_area: float) -> np.ndarray:
+    """Fill holes (pores, moles, specular glints) smaller than ``max_area`` pixels."""
+    holes = (~mask).astype(np.uint8)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(holes, connectivity=4)
+    small = np.zeros(n, bool)
+    small[1:] = stats[1:, cv2.CC_STAT_AREA] < max_area
+    return mask | small[labels]
+
+
+def source_region_mask(crop_srgb: np.ndarray, landmarks: np.ndarray, feather: float = 0.012) -> np.ndarray:
+    """float32 (H, W) in [0, 1]: 1 on the source's face (skin and features), 0 on anything else.
+
+    ``crop_srgb``: the source crop, sRGB float in [0, 1]; ``landmarks``: its 68 landmarks in crop pixels;
+    ``feather``: soft edge width as a fraction of the face size. When too little skin is visible to learn a
+    model (a face fully covered), the mask is all 0: the plate's face stays.
+    """
+    crop = _check_crop(crop_srgb)
+    h, w = crop.shape[:2]
+    if h != w:
+        raise ValueError(f"crop is {w}x{h}; pass the square aligned crop the swappers use")
+    pts = points78(landmarks)
+    size = h
+    scale = geometry68.face_scale(pts)
+    lab = lab_of_srgb(crop)
+
+    outline = geometry68.hull_mask(pts, size) > 0.5
+    samples = geometry68.feature_mask(pts, size, _CHEEKS + _NOSE, 0) > 0.5
+    samples &= outline
+    if samples.sum() < _MIN_SAMPLES:
+        return np.zeros((h, w), np.float32)
+    sample = lab[samples]
+    # Trim the sample to its chroma core: a strand of hair or a shadow inside a cheek polygon must not widen it.
+    core = skin_distance(lab[samples][None], sample)[0] < 1.5
+    if core.sum() >= _MIN_SAMPLES:
+        sample = sample[core]
+    if not plausible_skin(sample):
+        return np.zeros((h, w), np.float32)  # cheeks covered (a mask, a hand in a glove): nothing to take
+    dist = skin_distance(lab, sample)
+
+    # Hair of the skin's own hue (blond, auburn) is told apart by texture: fine detail well above the cheeks'.
+    tex = texture_energy(lab, scale)
+    tex_ref = float(np.percentile(tex[samples], 90)) + 1.0
+    rough = tex > 4.0 * tex_ref
+    skin = (dist < 1.0) & ~(rough & (dist > 0.5)) & outline
+
+    # Eyes, brows, nose and lips are the face whatever their colour.
+    features = geometry68.feature_mask(
+        pts, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE, geometry68.OUTER_MOUTH, geometry68.BROWS[:5],
+                    geometry68.BROWS[5:], geometry68.NOSE[:4] + geometry68.NOSE[4:]], 0.02 * scale) > 0.5
+    face = (skin | features) & outline
+
+    # Morphology at the face's scale: opening drops skin-coloured specks in hair or backdrop; small holes
+    # (pores, moles, glints) are filled, but no closing across the boundary (it would bridge into hair); then
+    # only what hangs together with the cheeks and nose is kept.
+    k = max(3, int(round(0.02 * scale)) | 1)
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
+    face = cv2.morphologyEx(face.astype(np.uint8), cv2.MORPH_OPEN, kernel) > 0
+    face = _largest_connected(face, samples | features)
+    face = _fill_small_holes(face, (0.05 * scale) ** 2) & outline
+
+    feather_px = feather * scale
+    sigma = feather_px / 2.0
+    mask = face.astype(np.float32)
+    if sigma >= 0.3:
+        # Erode by the Gaussian's reach first (3.2 sigma: the tail is snapped to 0 below 1/1024), so the blur
+        # never lifts a pixel outside the classified face above 0.
+        mask = _shrink(face, 3.2 * sigma).astype(np.float32)
+        mask = cv2.GaussianBlur(mask, (0, 0), sigma)
+        mask[mask < 1.0 / 1024] = 0.0
+        mask[~face] = 0.0  # what the discrete tail still reaches (a few thousandths at corners) is cut
+    return np.clip(mask, 0.0, 1.0).astype(np.float32)
+
+
+def _shrink(mask: np.ndarray, radius: float) -> np.ndarray:
+    """Round erosion by ``radius`` pixels (distance transform: exact and independent of the radius)."""
+    if radius <= 0:
+        return mask.astype(bool)
+    dist = cv2.distanceTransform(np.pad(mask.astype(np.uint8), 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
+    return dist[1:-1, 1:-1] > radius
