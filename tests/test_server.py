@@ -570,7 +570,7 @@ def _patched_python(tmp_path, name: str, patch: str) -> str:
 
 SLOW_FRAMES = """
     import time
-    import engine.server as srv
+    import engine.server.jobs as srv
     real_run_render = srv.run_render
 
     def run_render(engines, req, plate, sources, settings, emit, cancel):

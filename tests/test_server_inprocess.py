@@ -12,9 +12,10 @@ from multiprocessing import Pipe
 import numpy as np
 import pytest
 
-from engine import PROTOCOL_VERSION, protocol, server_jobs, transport
+from engine import PROTOCOL_VERSION, protocol, transport
 from engine import server as srv
 from engine.job import ImageInput
+from engine.server import jobs as server_jobs
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shared memory")
 

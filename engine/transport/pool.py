@@ -95,6 +95,11 @@ class SlotPool(Mapping[str, PoolEntry]):
                     del self._entries[name]
                     self._close(entry.slot)
 
+    def release_holder(self, holder: int) -> None:
+        """Let go of every slot ``holder`` holds (a job that ended)."""
+        with self._lock:
+            self.release([n for n, e in self._entries.items() if e.holder == holder], holder)
+
     def drop(self, name: str) -> PoolEntry | None:
         """Forget ``name``: unlink it (creator only), unmap it now, or once its holder lets go."""
         with self._lock:

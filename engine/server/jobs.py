@@ -1,8 +1,9 @@
-"""What each job kind does inside an engine worker: render, preview, analyse, echo.
+"""What each job kind does inside an engine worker: the runners ``protocol.JOB_KINDS`` names.
 
 The server (``engine.server``) validates requests, owns the slots and the queue; this module turns a
-validated job into calls on ``engine.pipeline.Engine`` and into result layers in a slot. The pipeline
-is imported lazily, so ``echo`` (transport checks, the benchmark) never loads a model.
+validated job into calls on ``engine.pipeline.Engine`` and into result layers in a slot. Every runner takes
+the same arguments (engines, request, main image, sources, settings, emit, cancel). The pipeline is
+imported lazily, so ``echo`` (transport checks, the benchmark) never loads a model.
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import EngineError
-from engine.job import ImageInput, SwapJob
-from engine.transport import align
+from .. import protocol
+from ..errors import EngineError
+from ..job import ImageInput, SwapJob
+from ..models import catalogue
+from ..models.command import _status
+from ..transport import align
 
 # Events the pipeline emits that the server turns into its own single terminal event.
 _PIPELINE_TERMINAL = ("done", "error")
@@ -66,8 +70,8 @@ class EngineHolder:
     def get(self) -> Any:
         with self._lock:
             if self._engine is None:
-                try:
-                    from engine.pipeline import Engine
+                try:  # heavy (numpy stages, onnxruntime, dlib): only once a job needs it
+                    from ..pipeline import Engine
                 except ImportError as exc:
                     raise EngineError(f"the engine's pipeline cannot be loaded ({exc})",
                                       "reinstall the engine environment") from None
@@ -99,12 +103,12 @@ class EngineReport:
 
 
 def _providers() -> dict[str, Any]:
-    try:
-        from engine.runtime import providers
+    try:  # imports onnxruntime: only when a client asks
+        from ..runtime import providers
     except ImportError as exc:
         return {"providers": [], "providers_error": f"cannot load the runtime ({exc})"}
     try:
-        import onnxruntime
+        import onnxruntime  # heavy optional package, see above
 
         # Short names (cpu, cuda, tensorrt, ...) as --device takes them, and onnxruntime's own list.
         return {"providers": providers.available(), "onnxruntime_providers": onnxruntime.get_available_providers()}
@@ -115,9 +119,6 @@ def _providers() -> dict[str, Any]:
 def _models(models_dir: str | None) -> dict[str, Any]:
     """The same status ``python -m engine models list`` shows (its own function, not a copy)."""
     try:
-        from engine.models import catalogue
-        from engine.models.command import _status
-
         entries = catalogue.load()
         folder = catalogue.models_dir(models_dir)
         status = {mid: _status(entry, folder) for mid, entry in entries.items()}
@@ -141,7 +142,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def run_render(engines: EngineHolder, req: dict[str, Any], plate: ImageInput, sources: list[ImageInput],
-               settings: dict[str, Any], emit: Callable[[dict[str, Any]], None],
+               settings: Any, emit: Callable[[dict[str, Any]], None],
                cancel: threading.Event) -> JobOutput:
     job = SwapJob(sources=sources, plate=plate, output_dir=Path(req["output_dir"]), settings=settings,
                   frame_start=req["frame_start"], frame_end=req["frame_end"],
@@ -161,7 +162,7 @@ def run_render(engines: EngineHolder, req: dict[str, Any], plate: ImageInput, so
 
 
 def run_preview(engines: EngineHolder, req: dict[str, Any], plate: ImageInput, sources: list[ImageInput],
-                settings: dict[str, Any]) -> JobOutput:
+                settings: Any, emit: Callable[[dict[str, Any]], None], cancel: threading.Event) -> JobOutput:
     job = SwapJob(sources=sources, plate=plate, output_dir=None, settings=settings)
     res = engines.get().preview(job, req["frame"])
     layers = [Layer("rgba", np.asarray(res.rgba, dtype=np.float32))]
@@ -171,8 +172,8 @@ def run_preview(engines: EngineHolder, req: dict[str, Any], plate: ImageInput, s
                      layers=layers)
 
 
-def run_analyse(engines: EngineHolder, req: dict[str, Any], plate: ImageInput,
-                settings: dict[str, Any]) -> JobOutput:
+def run_analyse(engines: EngineHolder, req: dict[str, Any], plate: ImageInput, sources: list[ImageInput],
+                settings: Any, emit: Callable[[dict[str, Any]], None], cancel: threading.Event) -> JobOutput:
     faces = engines.get().analyse(plate, req["frame"], settings)
     out = JobOutput()
     table = []
@@ -188,6 +189,14 @@ def run_analyse(engines: EngineHolder, req: dict[str, Any], plate: ImageInput,
     return out
 
 
-def run_echo(image: np.ndarray) -> JobOutput:
+def run_echo(engines: EngineHolder, req: dict[str, Any], image: ImageInput, sources: list[ImageInput],
+             settings: Any, emit: Callable[[dict[str, Any]], None], cancel: threading.Event) -> JobOutput:
     """The input pixels, unchanged (the server copies them into the result slot)."""
-    return JobOutput(layers=[Layer("rgba", image)])
+    assert image.pixels is not None  # the protocol refuses an echo of a path
+    return JobOutput(layers=[Layer("rgba", image.pixels)])
+
+
+# Refuse to load when the table of job kinds names a runner this module lacks.
+_missing = [k.runner for k in protocol.JOB_KINDS.values() if not callable(globals().get(k.runner))]
+if _missing:
+    raise ImportError(f"engine.server.jobs lacks the runner(s) {', '.join(_missing)} named in protocol.JOB_KINDS")
