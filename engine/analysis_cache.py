@@ -22,6 +22,7 @@ import numpy as np
 from engine import __version__
 from engine.cachekey import file_identity
 from engine.stages.contracts import Face, kps5_from_68
+from engine.stages.dlib_face import RECOGNIZER_ID
 
 ENV_CACHE_DIR = "FACE_FUSION_CACHE_DIR"
 
@@ -66,7 +67,7 @@ class AnalysisCache:
             lm = np.array(f["landmarks"], np.float64)
             face = Face(box=np.array(f["box"], np.float64), score=f["score"], landmarks68=lm, kps5=kps5_from_68(lm))
             if "embedding" in f:
-                face.embeddings["dlib_resnet"] = np.array(f["embedding"], np.float64)
+                face.embeddings[RECOGNIZER_ID] = np.array(f["embedding"], np.float64)
             faces.append(face)
         return faces
 
@@ -74,8 +75,8 @@ class AnalysisCache:
         entry = []
         for face in faces:
             item = {"box": face.box.tolist(), "score": face.score, "landmarks": face.landmarks68.tolist()}
-            if "dlib_resnet" in face.embeddings:
-                item["embedding"] = face.embeddings["dlib_resnet"].tolist()
+            if RECOGNIZER_ID in face.embeddings:
+                item["embedding"] = face.embeddings[RECOGNIZER_ID].tolist()
             entry.append(item)
         self.frames[frame] = entry
         self._new[frame] = entry

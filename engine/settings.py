@@ -6,9 +6,8 @@ its options from it, and the engine validates the JSON it receives with it. Noth
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass, replace
 from typing import Any
 
 
@@ -180,8 +179,38 @@ def defaults() -> dict[str, Any]:
     return {s.name: s.default for s in SCHEMA}
 
 
-def validate(values: dict[str, Any], *, partial_ok: bool = True) -> dict[str, Any]:
-    """Return a complete, checked settings dict. Unknown names are refused, missing ones take defaults."""
+class _SettingsBase:
+    """Attribute access to every setting (``s.colour_strength``), frozen, generated from ``SCHEMA``."""
+
+    __slots__ = ()
+
+    def __getitem__(self, name: str) -> Any:  # callers that still index by name (server, add-on tests)
+        if name not in BY_NAME:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {s.name: getattr(self, s.name) for s in SCHEMA}
+
+
+_PY_TYPES = {"enum": str, "str": str, "bool": bool, "int": int, "float": float}
+_generated: tuple[int, type] | None = None
+
+
+def settings_class() -> type:
+    """The frozen settings type of the current schema (regenerated when a setting is registered)."""
+    global _generated
+    if _generated is None or _generated[0] != len(SCHEMA):
+        cls = make_dataclass("Settings", [(s.name, _PY_TYPES[s.kind]) for s in SCHEMA], bases=(_SettingsBase,),
+                             frozen=True)
+        _generated = (len(SCHEMA), cls)
+    return _generated[1]
+
+
+def validate(values: Any, *, partial_ok: bool = True) -> Any:
+    """A complete, checked, frozen settings object. Unknown names are refused, missing ones take defaults."""
+    if isinstance(values, _SettingsBase):
+        values = values.as_dict()
     if not isinstance(values, dict):
         raise SettingsError("settings must be a JSON object")
     unknown = sorted(set(values) - set(BY_NAME))
@@ -194,29 +223,37 @@ def validate(values: dict[str, Any], *, partial_ok: bool = True) -> dict[str, An
     out = defaults()
     for name, value in values.items():
         out[name] = BY_NAME[name].validate(value)
-    return out
+    return settings_class()(**out)
 
 
-def normalise(values: dict[str, Any]) -> dict[str, Any]:
+def normalise(values: Any) -> dict[str, Any]:
     """Complete, checked settings with every setting that has no effect reset to its default: equal pixels give
     equal settings (cache keys, provenance), whatever was left in the unused fields."""
-    out = validate(values)
+    out = validate(values).as_dict()
     return {name: (value if BY_NAME[name].has_effect(out) else BY_NAME[name].default) for name, value in out.items()}
 
 
-def canonical_json(values: dict[str, Any]) -> str:
+def canonical_json(values: Any) -> str:
+    if isinstance(values, _SettingsBase):
+        values = values.as_dict()
     return json.dumps(values, sort_keys=True, separators=(",", ":"))
 
 
-def settings_hash(values: dict[str, Any]) -> str:
-    return hashlib.sha256(canonical_json(normalise(values)).encode()).hexdigest()[:16]
+def register(setting: Setting) -> None:
+    """Add a setting (a plug-in's matte layer switch, say). Its name must be new."""
+    global SCHEMA
+    if setting.name in BY_NAME:
+        raise SettingsError(f"setting '{setting.name}' exists already")
+    SCHEMA = SCHEMA + (setting,)
+    BY_NAME[setting.name] = setting
 
 
-def schema_as_json() -> list[dict[str, Any]]:
-    """The schema as plain data, for clients that build UI from it."""
-    return [
-        {"name": s.name, "kind": s.kind, "default": s.default, "label": s.label, "description": s.description,
-         "group": s.group, "choices": [list(c) for c in s.choices], "min": s.min, "max": s.max,
-         "applies": list(s.applies) if s.applies else None}
-        for s in SCHEMA
-    ]
+def add_choice(name: str, value: str, description: str) -> None:
+    """Offer one more value of an enum setting (a registered built-in backend, e.g. a swapper)."""
+    global SCHEMA
+    old = BY_NAME[name]
+    if any(c[0] == value for c in old.choices):
+        return
+    new = replace(old, choices=old.choices + ((value, description),))
+    SCHEMA = tuple(new if s.name == name else s for s in SCHEMA)
+    BY_NAME[name] = new

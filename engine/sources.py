@@ -12,7 +12,7 @@ from engine.errors import EngineError
 from engine.io import colour
 from engine.io.plates import Plate
 from engine.job import ImageInput
-from engine.stages import face_mesh
+from engine.stages import geometry68
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, transform_points, warp_crop
 from engine.stages.contracts import Face, SourceFace, SourceIdentity
 
@@ -109,5 +109,5 @@ class SourceTexture:
         if key not in self._crops:
             img, lm, kp = self._image(steps)
             m = crop_matrix(kp, FFHQ_TEMPLATE, size)
-            self._crops[key] = (warp_crop(img, m, size), face_mesh.with_forehead(transform_points(m, lm)))
+            self._crops[key] = (warp_crop(img, m, size), geometry68.with_forehead(transform_points(m, lm)))
         return self._crops[key]

@@ -185,18 +185,18 @@ def test_every_render_is_written_to_the_audit_log(files, photos, tmp_path, monke
 def test_cancel_during_a_write_reports_every_frame_on_disk(files, photos, tmp_path, monkeypatch):
     import threading
 
-    from engine import pipeline
+    from engine import pipeline, writer
     from engine.errors import JobCancelled
     from engine.job import ImageInput, SwapJob
 
     cancel = threading.Event()
-    real_write = pipeline.write_exr
+    real_write = writer.write_exr
 
     def write_then_cancel(path, *args, **kwargs):
         real_write(path, *args, **kwargs)
         cancel.set()  # the cancel arrives while this frame is being written
 
-    monkeypatch.setattr(pipeline, "write_exr", write_then_cancel)
+    monkeypatch.setattr(writer, "write_exr", write_then_cancel)
     done = []
     job = SwapJob(sources=[ImageInput(path=photos["astronaut"])], plate=ImageInput(path=files["plate"]),
                   output_dir=str(tmp_path), settings={"temporal_smoothing": 0})

@@ -165,17 +165,17 @@ def test_movie_random_access_matches_sequential_decoding(tmp_path):
 def test_source_fringe_is_not_carried_onto_the_forehead(photos):
     """Hair over the source's forehead is kept out of the swap; a bare forehead is swapped."""
     from engine.sources import SourceTexture
-    from engine.stages import face_mesh
+    from engine.stages import geometry68
     from engine.stages.swap_geometric import _forehead_hair
 
     ident = Engine().source_identity([ImageInput(path=photos["astronaut"])], lambda e: None)
     crop, pts = SourceTexture(ident.best, None).get(256, 100)
     band = np.zeros((256, 256), np.uint8)
-    brows = pts[face_mesh.BROWS]
+    brows = pts[geometry68.BROWS]
     cv2.fillPoly(band, [np.round(np.vstack([brows + 0.4 * (pts[68:78] - brows), pts[68:78][::-1]])).astype(np.int32)],
                  1)
     inside = band > 0
-    cheek = face_mesh.feature_mask(pts, 256, [[2, 3, 4, 48, 31]], 0) > 0
+    cheek = geometry68.feature_mask(pts, 256, [[2, 3, 4, 48, 31]], 0) > 0
     bare, dark = crop.copy(), crop.copy()
     bare[inside] = crop[cheek].mean(0)  # a forehead of the cheeks' skin
     dark[inside] = (0.25, 0.17, 0.1)  # a dark fringe

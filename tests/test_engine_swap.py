@@ -47,9 +47,9 @@ def test_swapped_face_carries_the_source_identity(engine, photos):
     before = engine.analyse_u8(_u8(plate), 1, embed=True)
     after = engine.analyse_u8(_u8(result.rgba), 1, embed=True)
     assert len(before) == 1 and len(after) == 1
-    e_src = src.embeddings["dlib_resnet"]
-    e_tgt = before[0].embeddings["dlib_resnet"]
-    e_out = after[0].embeddings["dlib_resnet"]
+    e_src = src.embeddings["dlib_face_recognition_resnet_v1"]
+    e_tgt = before[0].embeddings["dlib_face_recognition_resnet_v1"]
+    e_out = after[0].embeddings["dlib_face_recognition_resnet_v1"]
     assert identity_distance(e_out, e_src) < identity_distance(e_out, e_tgt)
     assert identity_distance(e_out, e_src) < identity_distance(e_tgt, e_src)
 
@@ -87,7 +87,9 @@ def test_exr_layers_premultiplication_and_bit_exact_plate(t1_shot, photos, tmp_p
         assert attrs["compression"].startswith("zip")
         assert attrs["facefusion:engine_version"] == __version__
         assert json.loads(attrs["facefusion:settings"])["output_mode"] == "face"
-        assert "dlib_hog" in json.loads(attrs["facefusion:models"])
+        models = json.loads(attrs["facefusion:models"])  # catalogue id -> hash, every model that ran
+        assert models["dlib_hog"].startswith("dlib ") and models["geometric"]
+        assert models["dlib_shape_predictor_68"].startswith("sha256:")
         assert len(attrs["facefusion:source_identity"]) == 64
     _, comp_attrs = read(str(out_comp / "facefusion.0001.exr"))
     assert json.loads(comp_attrs["facefusion:settings"])["output_mode"] == "composite"
@@ -138,7 +140,7 @@ def test_super_resolution_used_for_a_small_source(photos, tmp_path, engine):
                       output_dir=str(tmp_path / f"sr_{sr}"), settings={"super_resolution": sr})
         summary = engine.run(job)
         used[sr] = summary["models"]
-    assert any(m.startswith("waifu2x_upconv_7") for m in used[True])
+    assert used[True]["waifu2x_upconv7_x2_noise0"].startswith("sha256:")  # sr_denoise 1: waifu2x noise level 0
     assert not any(m.startswith("waifu2x") for m in used[False])
     a, _ = read(str(tmp_path / "sr_True" / "facefusion.0001.exr"))
     b, _ = read(str(tmp_path / "sr_False" / "facefusion.0001.exr"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from engine.stages import face_mesh
+from engine.stages import geometry68
 
 
 def erode_mask(mask: np.ndarray, radius: float) -> np.ndarray:
@@ -20,8 +20,8 @@ def erode_mask(mask: np.ndarray, radius: float) -> np.ndarray:
 
 def face_matte(pts78: np.ndarray, size: int, erode: float, feather: float) -> np.ndarray:
     """float32 (size, size) in [0, 1]. ``erode`` and ``feather`` are fractions of the face size."""
-    scale = face_mesh.face_scale(pts78)
-    mask = face_mesh.hull_mask(pts78, size)
+    scale = geometry68.face_scale(pts78)
+    mask = geometry68.hull_mask(pts78, size)
     feather_px = feather * scale
     shrink = erode * scale + feather_px / 2.0
     if shrink >= 1:
@@ -36,10 +36,10 @@ def face_matte(pts78: np.ndarray, size: int, erode: float, feather: float) -> np
 
 def skin_matte(pts78: np.ndarray, lm68: np.ndarray, size: int) -> np.ndarray:
     """Skin only (outline minus eyes, brows and mouth), shrunk: where colour statistics are measured."""
-    scale = face_mesh.face_scale(pts78)
-    mask = face_mesh.hull_mask(pts78, size)
+    scale = geometry68.face_scale(pts78)
+    mask = geometry68.hull_mask(pts78, size)
     mask = erode_mask(mask, 0.06 * scale)
-    features = face_mesh.feature_mask(
-        lm68, size, [face_mesh.LEFT_EYE, face_mesh.RIGHT_EYE, face_mesh.OUTER_MOUTH, face_mesh.BROWS[:5],
-                     face_mesh.BROWS[5:]], 0.05 * scale)
+    features = geometry68.feature_mask(
+        lm68, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE, geometry68.OUTER_MOUTH, geometry68.BROWS[:5],
+                     geometry68.BROWS[5:]], 0.05 * scale)
     return mask * (1.0 - features)

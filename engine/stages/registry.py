@@ -1,76 +1,257 @@
-"""Catalogue id -> backend. The pipeline asks ``create(stage, model_id, runtime)`` and gets an object that fits
-that stage's contract (``engine.stages.contracts``) plus the stage-specific extras listed in ``STAGE_METHODS``.
+"""Every backend of every stage is made here, and checked against its stage's contract when it loads.
+
+A backend is a factory ``factory(entry, runtime, **options) -> object``. Catalogue models name their backend
+(``"backend": "inswapper"``); built-in models with no file (the geometric swapper, dlib's HOG detector, test
+doubles) are registered under their own id with ``builtin=True``. ``register`` is the public way in, for this
+package's modules and for plug-ins or tests alike.
+
+A matte layer is one row of ``MATTE_LAYERS`` (name, the setting that picks its model, the stage of that model);
+the pipeline runs every enabled row the same way and narrows ``FaceMatte`` by the per-pixel minimum.
 """
 
 from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from engine import settings as schema
 from engine.models import catalogue
 
-# backend name in the catalogue -> (module, class)
-BACKENDS: dict[str, tuple[str, str]] = {
-    "scrfd": ("engine.stages.detect_scrfd", "ScrfdDetector"),
-    "yunet": ("engine.stages.detect_yunet", "YunetDetector"),
-    "2dfan4": ("engine.stages.landmarks_2dfan4", "Fan68Landmarker"),
-    "2d106": ("engine.stages.landmarks_2d106", "Lmk106Landmarker"),
-    "arcface": ("engine.stages.recognize_arcface", "ArcFaceRecognizer"),
-    "inswapper": ("engine.stages.swap_inswapper", "InswapperSwapper"),
-    "hyperswap": ("engine.stages.swap_hyperswap", "HyperSwapSwapper"),
-    "simswap": ("engine.stages.swap_simswap", "SimSwapSwapper"),
-    "restorer": ("engine.stages.enhance_restorer", "FaceRestorer"),
-    "realesrgan": ("engine.stages.upscale_realesrgan", "RealEsrganUpscaler"),
-    "bisenet": ("engine.stages.parse_bisenet", "BiSeNetParser"),
-    "xseg": ("engine.stages.occlude_xseg", "XSegOccluder"),
-}
-# stage -> the method its backends provide
-STAGE_METHODS = {"detect": "detect", "landmarks": "landmarks", "recognize": "embed", "swap": "swap",
-                 "enhance": "enhance", "upscale": "upscale", "parse": "regions", "occlude": "occlusion"}
 
-_cache: dict[tuple, Any] = {}
-_lock = threading.Lock()
+@dataclass(frozen=True)
+class Contract:
+    methods: tuple[str, ...]
+    attributes: tuple[str, ...] = ("id",)
+
+
+CONTRACTS: dict[str, Contract] = {
+    "detect": Contract(("detect",)),
+    "landmarks": Contract(("landmarks",)),
+    "recognize": Contract(("embed",)),
+    "swap": Contract(("swap",), ("id", "size", "template")),
+    "enhance": Contract(("enhance",), ("id", "size", "template")),
+    "upscale": Contract(("upscale",)),
+    "parse": Contract(("regions",)),
+    "occlude": Contract(("occlusion",)),
+    "matte": Contract(("matte",)),  # a matte layer's model: (N, S, S, 3) sRGB crops -> (N, S, S) in [0, 1]
+}
+# stage -> the setting that picks its model (built-in models join that setting's choices when registered)
+STAGE_SETTING = {"swap": "swapper", "enhance": "face_enhancer", "parse": "face_parser", "occlude": "occluder"}
+
+Factory = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Backend:
+    stage: str
+    factory: Factory | str  # a callable, or "module:Class" imported when first used
+    # Job-level values the factory takes from what the pipeline offers (e.g. the source texture)
+    wants: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BuiltinModel:
+    """A model with no file: nothing to fetch or verify. The ``__version__`` of the module ``version`` names
+    stands in for a file hash in provenance."""
+
+    id: str
+    stage: str
+    backend: str
+    label: str
+    version: str = "engine"
+
+
+@dataclass(frozen=True)
+class MatteLayer:
+    name: str  # the EXR layer: <name>.A
+    setting: str  # settings value "none" = off, else the model id to load
+    stage: str
+    on: str = "swapped"  # "target": judged on the plate's crop (what covers the face); "swapped": on the result
+    call: Callable[[Any, np.ndarray], np.ndarray] | None = None  # default: the stage's contract method
+
+
+class ContractError(TypeError):
+    """A backend lacks part of its stage's contract."""
 
 
 class UnknownBackend(LookupError):
     pass
 
 
+PARSER_REGIONS = ("skin", "brows", "eyes", "nose", "mouth", "lips")
+
+BACKENDS: dict[tuple[str, str], Backend] = {}  # (stage, backend name) -> how to make it
+BUILTINS: dict[str, BuiltinModel] = {}
+MATTE_LAYERS: list[MatteLayer] = []
+_cache: dict[tuple, Any] = {}
+_lock = threading.Lock()
+
+
+def register(stage: str, backend: str, factory: Factory | str, *, builtin: bool = False, label: str = "",
+             wants: tuple[str, ...] = (), version: str = "engine") -> None:
+    """Make ``backend`` loadable at ``stage``. With ``builtin`` it is also a model id (no catalogue file) and
+    joins the choices of the stage's setting."""
+    if stage not in CONTRACTS:
+        raise UnknownBackend(f"unknown stage {stage!r}; stages: {', '.join(CONTRACTS)}")
+    with _lock:
+        BACKENDS[(stage, backend)] = Backend(stage, factory, tuple(wants))
+        if builtin:
+            BUILTINS[backend] = BuiltinModel(backend, stage, backend, label or backend, version)
+        _cache.clear()  # a replaced backend must not be served from the cache
+    if builtin and stage in STAGE_SETTING:
+        schema.add_choice(STAGE_SETTING[stage], backend, label or backend)
+
+
+def register_matte(layer: MatteLayer) -> None:
+    """Add a matte layer. Its setting must exist (``settings.register`` adds one)."""
+    if layer.setting not in schema.BY_NAME:
+        raise UnknownBackend(f"matte layer {layer.name!r} names the unknown setting {layer.setting!r}",)
+    if layer.stage not in CONTRACTS:
+        raise UnknownBackend(f"matte layer {layer.name!r} names the unknown stage {layer.stage!r}")
+    with _lock:
+        MATTE_LAYERS[:] = [m for m in MATTE_LAYERS if m.name != layer.name] + [layer]
+
+
+def unregister(stage: str, backend: str) -> None:
+    with _lock:
+        BACKENDS.pop((stage, backend), None)
+        BUILTINS.pop(backend, None)
+        _cache.clear()
+
+
+def unregister_matte(name: str) -> None:
+    with _lock:
+        MATTE_LAYERS[:] = [m for m in MATTE_LAYERS if m.name != name]
+
+
+def model(model_id: str) -> catalogue.ModelEntry | BuiltinModel:
+    if model_id in BUILTINS:
+        return BUILTINS[model_id]
+    return catalogue.get(model_id)
+
+
 def models_for(stage: str) -> list[str]:
-    """Catalogue ids that ``create`` can build for ``stage`` (the embedded dlib/waifu2x ones are the lead's)."""
-    return [e.id for e in catalogue.by_stage(stage) if e.backend in BACKENDS]
+    """Model ids that ``create`` can build for ``stage``."""
+    ids = [e.id for e in catalogue.by_stage(stage) if (stage, e.backend) in BACKENDS]
+    return ids + [b.id for b in BUILTINS.values() if b.stage == stage]
 
 
 def is_neural(model_id: str) -> bool:
+    """A catalogue model loaded through the runtime (what reports a provider)."""
+    if model_id in BUILTINS:
+        return False
     try:
-        return catalogue.get(model_id).backend in BACKENDS
+        entry = catalogue.get(model_id)
     except catalogue.CatalogueError:
         return False
+    return (entry.stage, entry.backend) in BACKENDS and not entry.embedded
 
 
-def create(stage: str, model_id: str, runtime, **options: Any) -> Any:
-    """The backend for ``model_id`` at ``stage``, sharing ``runtime``'s sessions. Cached per (runtime, options).
+def check_contract(stage: str, name: str, backend: Any) -> None:
+    """Refuse ``backend`` unless it has every method and attribute its stage's contract names."""
+    contract = CONTRACTS[stage]
+    missing = [f"method {m}()" for m in contract.methods if not callable(getattr(backend, m, None))]
+    missing += [f"attribute {a}" for a in contract.attributes if not hasattr(backend, a)]
+    if missing:
+        raise ContractError(f"backend {name!r} is refused for stage {stage!r}: it lacks {', '.join(missing)} "
+                            f"(the {stage} contract is in engine/stages/contracts.py)")
 
-    Raises ``UnknownBackend`` for an id that is not a neural model of that stage, and ``EngineError`` (from
-    ``engine.models.resolve``) when its file is missing or fails its hash: nothing is downloaded here.
+
+def create(stage: str, model_id: str, runtime: Any, *, offered: dict[str, Any] | None = None, shared: bool = True,
+           **options: Any) -> Any:
+    """The checked backend for ``model_id`` at ``stage``, sharing ``runtime``'s sessions.
+
+    Cached per (runtime, options) unless ``shared`` is False. ``offered``: job-level values (source texture,
+    settings) of which the backend receives those it declared in ``wants``. Raises ``UnknownBackend`` for an
+    id that is not a model of that stage, ``ContractError`` for a backend that does not fit, and
+    ``EngineError`` (from ``engine.models.resolve``) when its file is missing or fails its hash.
     """
-    entry = catalogue.get(model_id)
+    entry = model(model_id)
     if entry.stage != stage:
         raise UnknownBackend(f"{model_id} is a {entry.stage} model, not a {stage} model")
-    if entry.backend not in BACKENDS:
-        raise UnknownBackend(f"{model_id} (backend {entry.backend}) is not a neural backend of this registry")
-    key = (stage, model_id, id(runtime), tuple(sorted(options.items())))
-    with _lock:
-        if key in _cache:
-            return _cache[key]
-    module, cls = BACKENDS[entry.backend]
-    backend = getattr(importlib.import_module(module), cls)(entry, runtime, **options)
+    spec = BACKENDS.get((stage, entry.backend))
+    if spec is None:
+        raise UnknownBackend(f"{model_id} (backend {entry.backend}) has no registered backend")
+    kwargs = dict(options)
+    kwargs.update({k: v for k, v in (offered or {}).items() if k in spec.wants})
+    shared = shared and not spec.wants  # built on one job's values (its source texture): never cached
+    key = (stage, model_id, id(runtime), tuple(sorted((k, _hashable(v)) for k, v in kwargs.items())))
+    if shared:
+        with _lock:
+            if key in _cache:
+                return _cache[key]
+    factory = spec.factory
+    if isinstance(factory, str):
+        module, cls = factory.split(":")
+        factory = getattr(importlib.import_module(module), cls)
+    backend = factory(entry, runtime, **kwargs)
+    check_contract(stage, entry.backend, backend)
+    if not shared:
+        return backend
     with _lock:
         _cache.setdefault(key, backend)
         return _cache[key]
 
 
+def _hashable(v: Any) -> Any:
+    try:
+        hash(v)
+        return v
+    except TypeError:
+        return id(v)
+
+
 def clear() -> None:
     with _lock:
         _cache.clear()
+
+
+def _occlusion(backend: Any, crops: np.ndarray) -> np.ndarray:
+    return backend.occlusion(crops)
+
+
+def _regions(backend: Any, crops: np.ndarray) -> np.ndarray:
+    return backend.regions(crops, PARSER_REGIONS)
+
+
+def _matte(backend: Any, crops: np.ndarray) -> np.ndarray:
+    return backend.matte(crops)
+
+
+def layer_call(layer: MatteLayer) -> Callable[[Any, np.ndarray], np.ndarray]:
+    return layer.call or {"occlude": _occlusion, "parse": _regions}.get(layer.stage, _matte)
+
+
+# The backends this package ships: (stage, backend name, factory, job values it wants)
+_SHIPPED: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("detect", "scrfd", "engine.stages.detect_scrfd:ScrfdDetector", ()),
+    ("detect", "yunet", "engine.stages.detect_yunet:YunetDetector", ()),
+    ("landmarks", "2dfan4", "engine.stages.landmarks_2dfan4:Fan68Landmarker", ()),
+    ("landmarks", "2d106", "engine.stages.landmarks_2d106:Lmk106Landmarker", ()),
+    ("recognize", "arcface", "engine.stages.recognize_arcface:ArcFaceRecognizer", ()),
+    ("swap", "inswapper", "engine.stages.swap_inswapper:InswapperSwapper", ()),
+    ("swap", "hyperswap", "engine.stages.swap_hyperswap:HyperSwapSwapper", ()),
+    ("swap", "simswap", "engine.stages.swap_simswap:SimSwapSwapper", ()),
+    ("enhance", "restorer", "engine.stages.enhance_restorer:FaceRestorer", ()),
+    ("upscale", "realesrgan", "engine.stages.upscale_realesrgan:RealEsrganUpscaler", ()),
+    ("upscale", "waifu2x", "engine.stages.enhance_waifu2x:Waifu2xUpscaler", ()),
+    ("parse", "bisenet", "engine.stages.parse_bisenet:BiSeNetParser", ()),
+    ("occlude", "xseg", "engine.stages.occlude_xseg:XSegOccluder", ()),
+    # dlib's embedded files: one backend name per stage, the catalogue entries name the files
+    ("landmarks", "dlib", "engine.stages.dlib_face:DlibLandmarker", ()),
+    ("recognize", "dlib", "engine.stages.dlib_face:DlibRecognizer", ()),
+)
+for _stage, _name, _factory, _wants in _SHIPPED:
+    register(_stage, _name, _factory, wants=_wants)
+# Built-in models with no file to fetch
+register("detect", "dlib_hog", "engine.stages.dlib_face:DlibDetector", builtin=True,
+         label="dlib HOG face detector (built into dlib)", version="dlib")
+register("swap", "geometric", "engine.stages.swap_geometric:GeometricSwapper", builtin=True,
+         label=schema.BY_NAME["swapper"].choices[0][1], wants=("source_texture", "keep_eyes_mouth"))
+register_matte(MatteLayer("Occlusion", "occluder", "occlude", on="target"))
+register_matte(MatteLayer("Regions", "face_parser", "parse"))

@@ -8,12 +8,13 @@ gaze, blinks and speech survive the swap.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import cv2
 import numpy as np
 
 from engine.io.colour import srgb_decode
-from engine.stages import colour_match, face_mesh
+from engine.stages import colour_match, geometry68
 from engine.stages.align import FFHQ_TEMPLATE, similarity, transform_points
 from engine.stages.contracts import SourceIdentity, SwapInput, SwapOutput
 
@@ -22,13 +23,13 @@ SourceProvider = Callable[[int, float], tuple[np.ndarray, np.ndarray]]
 
 
 class GeometricSwapper:
-    id = "geometric"
     template = FFHQ_TEMPLATE
     size = 0  # any: the crop size follows the target face
 
-    def __init__(self, source_provider: SourceProvider, keep_eyes_mouth: bool = True,
-                 shape_transfer: float = 0.8) -> None:
-        self._source = source_provider
+    def __init__(self, entry: Any, runtime: Any = None, *, source_texture: SourceProvider,
+                 keep_eyes_mouth: bool = True, shape_transfer: float = 0.8) -> None:
+        self.id = entry.id
+        self._source = source_texture
         self.keep_eyes_mouth = keep_eyes_mouth
         self.shape_transfer = shape_transfer
         self._tris: np.ndarray | None = None
@@ -48,9 +49,9 @@ class GeometricSwapper:
         """(swapped crop, mask of target features to restore after colour matching)."""
         size = target.shape[0]
         src_img, src_pts = self._source(size, face_size)
-        dst_pts = face_mesh.with_forehead(self._blend_shape(target_lm68, src_pts[:68]))
+        dst_pts = geometry68.with_forehead(self._blend_shape(target_lm68, src_pts[:68]))
         if self._tris is None:
-            self._tris = face_mesh.triangulate(src_pts)
+            self._tris = geometry68.triangulate(src_pts)
         map_x, map_y, inside = _piecewise_affine_maps(src_pts, dst_pts, self._tris, size)
         warped = cv2.remap(src_img, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         result = np.where(inside[..., None], warped, target).astype(np.float32)
@@ -60,7 +61,7 @@ class GeometricSwapper:
             hair = self._hair[id(src_img)] = _forehead_hair(src_img, src_pts)
         keep = cv2.remap(hair, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * inside
         if self.keep_eyes_mouth:
-            keep = np.maximum(keep, _eyes_mouth_mask(target_lm68, size, face_mesh.face_scale(dst_pts)))
+            keep = np.maximum(keep, _eyes_mouth_mask(target_lm68, size, geometry68.face_scale(dst_pts)))
         return result, keep.astype(np.float32)
 
 
@@ -70,9 +71,9 @@ class GeometricSwapper:
         m = similarity(source, target)
         aligned = transform_points(m, source)
         alpha = np.full(68, self.shape_transfer)
-        alpha[face_mesh.JAW] *= 0.6  # the outline meets the plate: move it less
+        alpha[geometry68.JAW] *= 0.6  # the outline meets the plate: move it less
         if self.keep_eyes_mouth:  # the kept eyes and mouth interior must line up with the target's pixels
-            alpha[face_mesh.LEFT_EYE + face_mesh.RIGHT_EYE + face_mesh.INNER_MOUTH] = 0.0
+            alpha[geometry68.LEFT_EYE + geometry68.RIGHT_EYE + geometry68.INNER_MOUTH] = 0.0
         return target + alpha[:, None] * (aligned - target)
 
 
@@ -101,7 +102,7 @@ def _forehead_hair(src_srgb: np.ndarray, pts78: np.ndarray) -> np.ndarray:
     """Soft mask (source crop space) of forehead pixels whose colour is far from the source's cheek skin."""
     size = src_srgb.shape[0]
     lab = colour_match.lin_to_lab(srgb_decode(src_srgb))
-    cheeks = face_mesh.feature_mask(pts78, size, [[2, 3, 4, 48, 31], [14, 13, 12, 54, 35]], 0)
+    cheeks = geometry68.feature_mask(pts78, size, [[2, 3, 4, 48, 31], [14, 13, 12, 54, 35]], 0)
     sel = cheeks > 0.5
     if sel.sum() < 30:
         return np.zeros((size, size), np.float32)
@@ -110,19 +111,19 @@ def _forehead_hair(src_srgb: np.ndarray, pts78: np.ndarray) -> np.ndarray:
     dist = np.sqrt((((lab - mean) / (2.0 * std)) ** 2).sum(-1))
     not_skin = np.clip((dist - 1.0) * 2.0, 0.0, 1.0).astype(np.float32)
     # The band between the brows' upper edge and the forehead points.
-    brows = pts78[face_mesh.BROWS]
+    brows = pts78[geometry68.BROWS]
     up = pts78[68:78] - brows
     band = np.vstack([brows + 0.3 * up, pts78[68:78][::-1]])
     region = np.zeros((size, size), np.uint8)
     cv2.fillPoly(region, [np.round(band).astype(np.int32)], 1)
-    scale = face_mesh.face_scale(pts78)
+    scale = geometry68.face_scale(pts78)
     return cv2.GaussianBlur(not_skin * region, (0, 0), max(0.01 * scale, 0.8))
 
 
 def _eyes_mouth_mask(lm68: np.ndarray, size: int, scale: float) -> np.ndarray:
     """Soft mask of the target's eye openings and inner mouth, grown a little so lids and lips blend."""
     grow = 0.02 * scale
-    mask = face_mesh.feature_mask(lm68, size, [face_mesh.LEFT_EYE, face_mesh.RIGHT_EYE, face_mesh.INNER_MOUTH],
+    mask = geometry68.feature_mask(lm68, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE, geometry68.INNER_MOUTH],
                                   grow)
     sigma = max(0.015 * scale, 0.8)
     return np.clip(cv2.GaussianBlur(mask, (0, 0), sigma) * 1.3, 0.0, 1.0)

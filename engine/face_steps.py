@@ -1,0 +1,105 @@
+"""The per-chunk steps of a render, in the order they run: align -> swap -> refine -> mattes.
+
+Fixed-size models get all faces of a chunk in one batched call (swapper, enhancer and matte models alike);
+the geometric swapper (size 0) takes each face at its own size.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.io import colour
+from engine.records import Crop, JobContext, PendingFrame, SwappedFace
+from engine.stages import colour_match, geometry68, masks, refine, registry
+from engine.stages.align import crop_matrix, crop_size_for, transform_points, warp_crop
+from engine.stages.contracts import Face, SwapInput
+
+
+@dataclass
+class Swapped:
+    crops: list[np.ndarray]  # sRGB swapped crops, one per Crop
+    model_masks: list[np.ndarray] | None  # the swapper's own masks, when it has them
+    keeps: list[np.ndarray] | None  # where the target's own pixels come back after the colour match
+
+
+def crop_geometry(ctx: JobContext, face: Face) -> tuple[int, np.ndarray]:
+    size = ctx.swapper.size or crop_size_for(face.size)  # 0: the swapper takes any size
+    return size, crop_matrix(face.kps5, ctx.swapper.template, size)
+
+
+def align(ctx: JobContext, selected: dict[int, list[Face]], frames: list[int]
+          ) -> tuple[list[PendingFrame], list[Crop], list[int]]:
+    """Read each frame and cut its selected faces. Returns the frames, the crops and each crop's frame index."""
+    pendings: list[PendingFrame] = []
+    crops: list[Crop] = []
+    owner: list[int] = []
+    for f in frames:
+        t0 = time.perf_counter()
+        rgba, gamut = ctx.plate.read(f)
+        plate_rgb = np.ascontiguousarray(rgba[..., :3])
+        warnings = [] if selected.get(f) else [f"no face to replace in frame {f}; wrote an empty matte"]
+        for face in selected.get(f, []):
+            if face.landmarks68 is None:
+                continue
+            size, m = crop_geometry(ctx, face)
+            # Resample in linear light, then encode only the crop for the model (not the whole frame).
+            target_lin = warp_crop(plate_rgb, m, size)
+            crops.append(Crop(face, size, m, target_lin, colour.linear_to_model(target_lin, gamut),
+                              transform_points(m, face.landmarks68), ctx.texture.steps_for(face.size)))
+            owner.append(len(pendings))
+        pendings.append(PendingFrame(f, rgba, gamut, t0, warnings))
+    return pendings, crops, owner
+
+
+def swap(ctx: JobContext, crops: list[Crop]) -> Swapped:
+    def call(group: list[Crop]):
+        batch = SwapInput(crops=np.stack([c.target for c in group]), landmarks=[c.lm for c in group],
+                          matrices=np.stack([c.m for c in group]), face_sizes=np.array([c.face.size for c in group]))
+        return ctx.swapper.swap(batch, ctx.identity)
+
+    groups = [crops] if ctx.swapper.size else [[c] for c in crops]  # varying sizes: one call per face
+    results = [call(g) for g in groups]
+    swapped = [crop for r in results for crop in r.crops]
+    model_masks = [mk for r in results for mk in r.masks] if all(r.masks is not None for r in results) else None
+    keeps = [k for r in results for k in r.keep] if all(r.keep is not None for r in results) else None
+    return Swapped(swapped, model_masks, keeps)
+
+
+def refine_crops(ctx: JobContext, crops: list[Crop], swapped: list[np.ndarray]) -> list[np.ndarray]:
+    if ctx.enhancer is None:
+        return swapped
+    return refine.enhance(ctx.enhancer, ctx.settings.enhancer_blend, [c.face.kps5 for c in crops],
+                          [c.m for c in crops], swapped)
+
+
+def mattes(ctx: JobContext, crops: list[Crop], swapped: Swapped, refined: list[np.ndarray],
+           pendings: list[PendingFrame], owner: list[int]) -> None:
+    """Each face's matte: the landmark matte narrowed (per-pixel minimum) by the swapper's own mask and every
+    enabled matte layer, each kept as its own layer. Attaches the faces to their frames."""
+    layer_mattes: dict[str, list[np.ndarray]] = {}
+    for layer, backend in ctx.mattes:
+        images = [c.target for c in crops] if layer.on == "target" else refined
+        run = registry.layer_call(layer)
+        layer_mattes[layer.name] = refine.batched(lambda b, run=run, backend=backend: run(backend, b), images)
+    s = ctx.settings
+    for i, c in enumerate(crops):
+        p = pendings[owner[i]]
+        pts78 = geometry68.with_forehead(c.lm)
+        matte = masks.face_matte(pts78, c.size, s.matte_erode, s.matte_feather)
+        layers: dict[str, np.ndarray] = {}
+        if swapped.model_masks is not None:  # the model's own mask narrows the matte and is kept as a layer
+            layers["ModelMask"] = swapped.model_masks[i]
+        for name, per_crop in layer_mattes.items():
+            layers[name] = np.asarray(per_crop[i], np.float32)
+        for layer_matte in layers.values():
+            matte = np.minimum(matte, layer_matte)
+        swapped709 = colour.srgb_decode(refined[i])
+        target709 = colour.to_rec709(c.target_lin, p.gamut)
+        skin = masks.skin_matte(pts78, c.lm, c.size)
+        keep = (swapped.keeps[i], target709) if swapped.keeps is not None else None
+        stats = colour_match.skin_stats(target709, skin) if s.colour_match != "none" else None
+        p.faces.append(SwappedFace(c.face.track_id, c.m, swapped709, matte, skin, stats, keep, layers))
+        p.super_resolved = p.super_resolved or c.sr_steps > 0

@@ -1,0 +1,86 @@
+"""What travels between the steps of a render: one job's context, one face's crop on its way through the
+swapper, and one frame waiting for its colour window. Plain dataclasses, no behaviour beyond small helpers."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.errors import JobCancelled
+from engine.io.plates import Plate
+from engine.job import EventSink, SwapJob
+from engine.sources import SourceTexture
+from engine.stages.colour_match import SkinStats
+from engine.stages.contracts import Face, SourceIdentity
+
+
+@dataclass
+class JobContext:
+    """One job's fixed parts: its settings, plate, source, loaded swapper and matte layers, and how it talks."""
+
+    job: SwapJob
+    settings: Any  # engine.settings.Settings (frozen)
+    plate: Plate
+    identity: SourceIdentity
+    texture: SourceTexture
+    swapper: Any  # fits the swap contract
+    enhancer: Any | None
+    mattes: list[tuple[Any, Any]]  # (registry.MatteLayer, its loaded backend), in table order
+    emit: EventSink
+    cancel: threading.Event | None
+    radius: int  # temporal smoothing radius: colour window and geometry smoothing
+
+    def check_cancel(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise JobCancelled()
+
+
+@dataclass
+class Crop:
+    """One selected face cut out of its frame in the swapper's template."""
+
+    face: Face
+    size: int
+    m: np.ndarray  # (2, 3) frame -> crop
+    target_lin: np.ndarray  # the plate's crop, linear in the plate's gamut
+    target: np.ndarray  # the same, sRGB: what models see
+    lm: np.ndarray  # (68, 2) landmarks in crop pixels
+    sr_steps: int  # super-resolution steps the source texture took for this face
+
+
+@dataclass
+class SwappedFace:
+    """A face ready for its colour window and the paste: linear Rec.709 crop, matte and its layers."""
+
+    track: int
+    m: np.ndarray
+    swapped709: np.ndarray
+    matte: np.ndarray  # the combined crop matte (per-pixel minimum of the face matte and every layer)
+    skin: np.ndarray
+    stats: SkinStats | None  # the plate face's skin statistics (None when colour matching is off)
+    keep: tuple[np.ndarray, np.ndarray] | None  # (mask, target Rec.709 crop) put back after the colour match
+    layers: dict[str, np.ndarray] = field(default_factory=dict)  # layer name -> crop matte
+
+
+@dataclass
+class PendingFrame:
+    """A frame whose faces are swapped but whose colour match waits for its neighbours (zero-lag smoothing)."""
+
+    frame: int
+    plate: np.ndarray
+    gamut: str
+    started: float
+    warnings: list[str]
+    faces: list[SwappedFace] = field(default_factory=list)
+    super_resolved: bool = False  # the source texture was upscaled for a face of this frame (provenance)
+
+
+@dataclass
+class PreviewResult:
+    rgba: np.ndarray  # what the EXR's RGBA would hold
+    mattes: dict[str, np.ndarray]
+    faces: int
+    warnings: list[str] = field(default_factory=list)
