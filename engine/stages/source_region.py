@@ -12,6 +12,8 @@ of the surroundings gets a weight above 0.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import cv2
 import numpy as np
 
@@ -47,27 +49,44 @@ def _check_crop(crop: np.ndarray) -> np.ndarray:
     return crop
 
 
-def skin_distance(lab: np.ndarray, sample: np.ndarray, l_margin: float = 12.0) -> np.ndarray:
-    """Distance of every pixel from the skin model learned from ``sample`` (N, 3 Lab): Mahalanobis distance in
-    a*b* combined with how far L* lies outside the sample's 5th-98th percentile range (in units of ``l_margin``).
-    About 1 at the edge of typical skin variation, much larger for hair, backdrop or objects."""
-    ab = sample[:, 1:].astype(np.float64)
-    mean = np.median(ab, axis=0)
-    cov = np.cov((ab - mean).T) + np.diag([1.5, 1.5])  # a floor: camera noise on a very even face
-    inv = np.linalg.inv(cov)
-    c = lab[..., 1:].astype(np.float64)
-    lo, mid, hi = np.percentile(sample[:, 0], [5, 50, 98])
-    # Highlights desaturate skin towards white: above the median L*, the chroma may shrink along the line to
-    # neutral (down to 35 % of the mean) at no cost. Darker pixels get no such allowance (brown hair is dark).
-    t = np.einsum("...i,ij,j->...", c, inv, mean) / float(mean @ inv @ mean + 1e-9)
-    t_lo = np.where(lab[..., 0] > mid, 0.35, 1.0)
-    t = np.clip(t, t_lo, 1.0)
-    d = c - t[..., None] * mean
-    chroma = np.sqrt(np.einsum("...i,ij,...j->...", d, inv, d)) / 3.0
-    # Shadows on skin are darker than the lit cheeks; highlights brighter: L* gets a looser range than chroma.
-    below = np.maximum(lo - 0.75 * l_margin - lab[..., 0], 0.0) / l_margin
-    above = np.maximum(lab[..., 0] - hi - 2.0 * l_margin, 0.0) / l_margin
-    return np.sqrt(chroma**2 + below**2 + above**2).astype(np.float32)
+@dataclass(frozen=True)
+class SkinGaussian:
+    """A skin colour model: a Gaussian in CIE a*b* and the L* percentiles (5th, 50th, 98th) of the sample."""
+
+    ab_mean: np.ndarray  # (2,)
+    ab_cov: np.ndarray  # (2, 2)
+    l_range: np.ndarray  # (3,) lo, mid, hi
+
+    @staticmethod
+    def fit(sample: np.ndarray) -> SkinGaussian:
+        """From an (N, 3) Lab sample; the median centres it, so a few hair or shadow pixels barely move it."""
+        ab = sample[:, 1:].astype(np.float64)
+        mean = np.median(ab, axis=0)
+        cov = np.cov((ab - mean).T) + np.diag([1.5, 1.5])  # a floor: camera noise on a very even face
+        return SkinGaussian(mean, cov, np.percentile(sample[:, 0], [5, 50, 98]).astype(np.float64))
+
+    def distance(self, lab: np.ndarray, l_margin: float = 12.0) -> np.ndarray:
+        """Mahalanobis distance in a*b* (in units of 3 sigma) combined with how far L* lies outside the
+        sample's range (in units of ``l_margin``). Below 1 for skin, much larger for hair, backdrop, objects."""
+        inv = np.linalg.inv(self.ab_cov)
+        mean = self.ab_mean
+        c = lab[..., 1:].astype(np.float64)
+        lo, mid, hi = self.l_range
+        # Highlights desaturate skin towards white: above the median L*, the chroma may shrink along the line to
+        # neutral (down to 35 % of the mean) at no cost. Darker pixels get no such allowance (brown hair is dark).
+        t = np.einsum("...i,ij,j->...", c, inv, mean) / float(mean @ inv @ mean + 1e-9)
+        t = np.clip(t, np.where(lab[..., 0] > mid, 0.35, 1.0), 1.0)
+        d = c - t[..., None] * mean
+        chroma = np.sqrt(np.einsum("...i,ij,...j->...", d, inv, d)) / 3.0
+        # Shadows on skin are darker than the lit cheeks, highlights brighter: L* gets a looser range than chroma.
+        below = np.maximum(lo - 0.75 * l_margin - lab[..., 0], 0.0) / l_margin
+        above = np.maximum(lab[..., 0] - hi - 2.0 * l_margin, 0.0) / l_margin
+        return np.sqrt(chroma**2 + below**2 + above**2).astype(np.float32)
+
+
+def skin_distance(lab: np.ndarray, sample: np.ndarray) -> np.ndarray:
+    """Distance of every pixel from the skin model learned from ``sample`` (N, 3 Lab); see SkinGaussian."""
+    return SkinGaussian.fit(sample).distance(lab)
 
 
 def plausible_skin(sample: np.ndarray) -> bool:

@@ -1,0 +1,203 @@
+"""Classical occlusion matte for the target face (no neural model): 1 where the face is visible, 0 where something
+is in front of it (hands, microphones, hair, glasses).
+
+The target's own skin is the reference, learned per track from frames where the face is clear: a Gaussian in CIE
+a*b* with an L* range (the same model as the source-region mask), plus a small palette of the colours of its eyes,
+brows and lips. In a frame, pixels inside the face outline that are far from the skin are occluders; over the
+eyes, brows and mouth (which are never skin-coloured) a pixel is an occluder only when it is also far from that
+palette and joins an occluder found on the skin, or lies inside one (a microphone over the mouth). The model
+is re-centred on each frame's visible cheeks, so exposure and white-balance drifts along a shot are followed.
+
+The matte speaks only inside the face outline (1 outside): the pipeline takes its minimum with the face matte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import cv2
+import numpy as np
+
+from engine.stages import geometry68
+from engine.stages.source_region import SkinGaussian, lab_of_srgb, points78
+
+_CHEEKS = [[2, 3, 4, 48, 31], [14, 13, 12, 54, 35], [27, 31, 30, 35]]  # both cheeks and the nose
+_FEATURES = [geometry68.LEFT_EYE, geometry68.RIGHT_EYE, geometry68.OUTER_MOUTH, geometry68.BROWS[:5],
+             geometry68.BROWS[5:]]
+_SKIN_FAR = 1.3  # skin distance beyond which a pixel is not the face's skin
+_PALETTE_SIZE = 8
+_MIN_SAMPLES = 40
+
+
+@dataclass(frozen=True)
+class TargetSkinModel:
+    """A track's skin and feature colours in Lab: small, plain numbers, serialisable with to_dict()."""
+
+    skin: SkinGaussian
+    palette: np.ndarray  # (K, 3) Lab colours of eyes, brows and lips in the clear frames
+    palette_radius: float  # Lab distance within which a feature pixel counts as one of them
+    frames: int  # how many frames the model was learned from
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ab_mean": self.skin.ab_mean.tolist(), "ab_cov": self.skin.ab_cov.tolist(),
+                "l_range": self.skin.l_range.tolist(), "palette": self.palette.tolist(),
+                "palette_radius": self.palette_radius, "frames": self.frames}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> TargetSkinModel:
+        try:
+            skin = SkinGaussian(np.asarray(d["ab_mean"], np.float64), np.asarray(d["ab_cov"], np.float64),
+                                np.asarray(d["l_range"], np.float64))
+            return TargetSkinModel(skin, np.asarray(d["palette"], np.float64).reshape(-1, 3),
+                                   float(d["palette_radius"]), int(d["frames"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a skin model ({exc}); pass what TargetSkinModel.to_dict() wrote") from exc
+
+
+def _regions(crop: np.ndarray, landmarks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """(outline, cheek sample, features) boolean masks and the face scale, from 68 crop-space landmarks."""
+    crop = np.asarray(crop)
+    if crop.ndim != 3 or crop.shape[2] != 3 or crop.shape[0] != crop.shape[1]:
+        raise ValueError(f"crop has shape {crop.shape}; pass a square (S, S, 3) sRGB float crop")
+    pts = points78(landmarks)
+    size = crop.shape[0]
+    scale = geometry68.face_scale(pts)
+    outline = geometry68.hull_mask(pts, size) > 0.5
+    cheeks = (geometry68.feature_mask(pts, size, _CHEEKS, 0) > 0.5) & outline
+    features = geometry68.feature_mask(pts, size, _FEATURES, 0.03 * scale) > 0.5
+    return outline, cheeks, features, scale
+
+
+def _palette(px: np.ndarray) -> tuple[np.ndarray, float]:
+    """(K, 3) k-means centres of Lab pixels and the radius that holds 90 % of them (plus a margin)."""
+    px = np.asarray(px, np.float32)
+    if len(px) > 20000:  # plenty for eight centres; keeps a large face fast
+        px = px[np.linspace(0, len(px) - 1, 20000).astype(np.int64)]
+    if len(px) < _PALETTE_SIZE:
+        return px.astype(np.float64), 4.0
+    criteria = (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 30, 0.5)
+    cv2.setRNGSeed(1)  # the same palette from the same pixels, on every machine
+    _, labels, centres = cv2.kmeans(px, _PALETTE_SIZE, None, criteria, 3, cv2.KMEANS_PP_CENTERS)
+    spread = np.linalg.norm(px - centres[labels[:, 0]], axis=1)
+    return centres.astype(np.float64), float(np.percentile(spread, 90)) + 4.0
+
+
+def _nearest(lab: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """Lab distance of every pixel to the nearest of ``centres``."""
+    return np.linalg.norm(lab[..., None, :] - centres.astype(np.float32), axis=-1).min(-1)
+
+
+def fit_skin_model(crops: Sequence[np.ndarray], landmarks: Sequence[np.ndarray]) -> TargetSkinModel:
+    """Learn a track's skin model from several of its crops (sRGB float) and their 68 crop-space landmarks.
+
+    Frames whose cheeks are not mostly skin under the pooled model (a hand on the cheek) are left out and the
+    model is fitted again from the clear ones.
+    """
+    if len(crops) == 0 or len(crops) != len(landmarks):
+        raise ValueError(f"got {len(crops)} crops and {len(landmarks)} landmark sets; pass one set per crop, "
+                         "at least one")
+    labs, samples, feats = [], [], []
+    for crop, lm in zip(crops, landmarks, strict=True):
+        _, cheeks, features, _ = _regions(crop, lm)
+        lab = lab_of_srgb(crop)
+        labs.append(lab)
+        samples.append(lab[cheeks])
+        feats.append(lab[features & ~cheeks])
+    pooled = np.concatenate(samples)
+    if len(pooled) < _MIN_SAMPLES:
+        raise ValueError("the crops show too little cheek skin to learn from; pass frames with the face clear")
+    model = SkinGaussian.fit(pooled)
+    clear = [i for i, s in enumerate(samples) if len(s) and (model.distance(s[None])[0] < 1.0).mean() > 0.8]
+    if clear:
+        model = SkinGaussian.fit(np.concatenate([samples[i] for i in clear]))
+    else:
+        clear = list(range(len(crops)))
+    palette_px = np.concatenate([feats[i] for i in clear]).astype(np.float32)
+    palette_px = palette_px[model.distance(palette_px[None])[0] > 1.0]  # features, not the skin around them
+    centres, radius = _palette(palette_px) if len(palette_px) else (np.zeros((0, 3)), 0.0)
+    return TargetSkinModel(model, centres, radius, len(clear))
+
+
+def _recentred(model: SkinGaussian, lab: np.ndarray, cheeks: np.ndarray) -> SkinGaussian:
+    """The model shifted to this frame's visible cheeks (exposure, white balance), by at most a few units."""
+    sample = lab[cheeks]
+    sample = sample[model.distance(sample[None])[0] < 1.5]
+    if len(sample) < _MIN_SAMPLES:
+        return model
+    shift_ab = np.clip(np.median(sample[:, 1:], axis=0) - model.ab_mean, -6.0, 6.0)
+    shift_l = float(np.clip(np.median(sample[:, 0]) - model.l_range[1], -15.0, 15.0))
+    return SkinGaussian(model.ab_mean + shift_ab, model.ab_cov, model.l_range + shift_l)
+
+
+def _remove_small(mask: np.ndarray, min_area: float) -> np.ndarray:
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), connectivity=8)
+    keep = np.zeros(n, bool)
+    keep[1:] = stats[1:, cv2.CC_STAT_AREA] >= min_area
+    return keep[labels]
+
+
+def _touching(candidates: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """Components of ``candidates | seeds`` that contain a seed pixel (hysteresis)."""
+    n, labels = cv2.connectedComponents((candidates | seeds).astype(np.uint8), connectivity=8)
+    hit = np.zeros(n, bool)
+    hit[np.unique(labels[seeds])] = True
+    hit[0] = False
+    return hit[labels]
+
+
+def _fill_enclosed(mask: np.ndarray, max_area: float) -> np.ndarray:
+    """Fill holes smaller than ``max_area`` that the mask encloses (a mouth behind a microphone's head)."""
+    holes = ~mask
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(np.pad(holes, 1).astype(np.uint8), connectivity=4)
+    fill = np.zeros(n, bool)
+    fill[1:] = stats[1:, cv2.CC_STAT_AREA] < max_area
+    fill[labels[0, 0]] = False  # the outside
+    return mask | fill[labels[1:-1, 1:-1]]
+
+
+def occluders(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetSkinModel) -> np.ndarray:
+    """Boolean (S, S): pixels inside the face outline that something covers."""
+    outline, cheeks, features, scale = _regions(crop_srgb, landmarks)
+    lab = lab_of_srgb(np.asarray(crop_srgb, np.float32))
+    skin = _recentred(model.skin, lab, cheeks)
+    far = (skin.distance(lab) > _SKIN_FAR) & outline
+    # Opening drops single off-colour pixels (pores, noise) before the components are judged.
+    k = max(3, int(round(0.012 * scale)) | 1)
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
+    seeds = cv2.morphologyEx((far & ~features).astype(np.uint8), cv2.MORPH_OPEN, kernel) > 0
+    seeds = _remove_small(seeds, (0.03 * scale) ** 2)
+    if not seeds.any():
+        return seeds
+    # Over eyes, brows and lips: the occluder found on the skin lends its own colours; a feature pixel nearer to
+    # them than to the face's own feature colours, and joined to that occluder, is covered too.
+    occ_palette, _ = _palette(lab[seeds])
+    d_occ = _nearest(lab, occ_palette)
+    d_face = _nearest(lab, model.palette) if len(model.palette) else np.full(far.shape, np.inf, np.float32)
+    covered = far & features & ((d_occ < d_face) | (d_face > 2.0 * model.palette_radius))
+    occ = _touching(covered, seeds) & outline
+    occ = _fill_enclosed(occ, 0.08 * outline.sum()) & outline
+    return occ
+
+
+def occlusion_matte(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetSkinModel,
+                    feather: float = 0.01) -> np.ndarray:
+    """float32 (S, S) in [0, 1]: 1 = visible face (the swap goes there), 0 = occluder (the plate stays).
+
+    ``crop_srgb``: the target crop, sRGB float in [0, 1]; ``landmarks``: its 68 crop-space landmarks; ``model``:
+    the track's TargetSkinModel; ``feather``: soft edge as a fraction of the face size. The soft edge lies on
+    the visible side: every occluder pixel is exactly 0.
+    """
+    occ = occluders(crop_srgb, landmarks, model)
+    scale = geometry68.face_scale(points78(landmarks))
+    sigma = feather * scale / 2.0
+    cover = occ.astype(np.float32)
+    if sigma >= 0.3 and occ.any():
+        grow = int(np.ceil(3.0 * sigma))
+        cover = cv2.dilate(cover, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1)))
+        cover = cv2.GaussianBlur(cover, (0, 0), sigma)
+        cover[cover < 1.0 / 1024] = 0.0  # skin away from occluders stays exactly 1
+    matte = 1.0 - np.clip(cover, 0.0, 1.0)
+    matte[occ] = 0.0
+    return matte.astype(np.float32)

@@ -1,0 +1,111 @@
+"""Classical occlusion matte of the target face: a microphone over the mouth keeps the plate, skin stays swapped."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+
+from engine import shots
+from engine.io.colour import srgb_decode, srgb_encode
+from engine.quality.faces import FaceAnalyser, aligned_crop, read_rgb
+from engine.stages import geometry68
+from engine.stages.occlusion_classic import TargetSkinModel, fit_skin_model, occlusion_matte
+from engine.stages.source_region import points78
+
+
+def _exposed(crop: np.ndarray, stops: float, warm: float = 0.0) -> np.ndarray:
+    lin = srgb_decode(crop) * 2.0**stops * np.array([1.0 + warm, 1.0, 1.0 - warm], np.float32)
+    return np.clip(srgb_encode(lin), 0.0, 1.0)
+
+
+@pytest.fixture(scope="module")
+def face() -> tuple[np.ndarray, np.ndarray, TargetSkinModel]:
+    img = read_rgb(shots.photo_path("astronaut"))
+    found = max(FaceAnalyser().find(img), key=lambda f: f.box[2] - f.box[0])
+    crop, lm, _ = aligned_crop(img.astype(np.float32) / 255.0, found.lm68, 384)
+    # A track's clear frames: the face under slightly different exposure and white balance.
+    frames = [crop, _exposed(crop, -0.2, 0.02), _exposed(crop, 0.15, -0.02)]
+    return crop, lm, fit_skin_model(frames, [lm] * 3)
+
+
+def _microphone(crop: np.ndarray, lm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A hand-held microphone drawn over the mouth: a grey mesh head with a glint, a black handle to the chin."""
+    out = crop.copy()
+    shape = np.zeros(crop.shape[:2], np.uint8)
+    mouth = lm[48:60].mean(0)
+    width = np.linalg.norm(lm[16] - lm[0])
+    r = int(0.2 * width)
+    centre = (int(mouth[0] + 0.05 * width), int(mouth[1] + 0.08 * width))
+    cv2.circle(shape, centre, r, 1, -1)
+    handle = np.array([[centre[0] - r // 3, centre[1]], [centre[0] + r // 3, centre[1]],
+                       [centre[0] + r // 2, crop.shape[0]], [centre[0] - r // 2, crop.shape[0]]], np.int32)
+    cv2.fillConvexPoly(shape, handle, 2)
+    head = shape == 1
+    out[head] = (0.36, 0.36, 0.37)
+    yy, xx = np.mgrid[: crop.shape[0], : crop.shape[1]]
+    mesh = head & (((xx + yy) % 6 < 2) | ((xx - yy) % 6 < 2))
+    out[mesh] = (0.55, 0.55, 0.56)
+    glint = head & ((xx - centre[0] + r // 3) ** 2 + (yy - centre[1] + r // 3) ** 2 < (r // 4) ** 2)
+    out[glint] = (0.85, 0.85, 0.86)
+    out[shape == 2] = (0.05, 0.05, 0.06)
+    return out, shape > 0
+
+
+def _skin(lm: np.ndarray, size: int) -> np.ndarray:
+    pts = points78(lm)
+    scale = geometry68.face_scale(pts)
+    inner = cv2.erode(geometry68.hull_mask(pts, size), np.ones((int(0.12 * scale),) * 2, np.uint8)) > 0.5
+    feats = geometry68.feature_mask(lm, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE, geometry68.OUTER_MOUTH,
+                                              geometry68.BROWS[:5], geometry68.BROWS[5:]], 0.05 * scale) > 0.5
+    return inner & ~feats
+
+
+def test_a_microphone_over_the_mouth_keeps_the_plate_and_the_rest_of_the_skin_stays_swapped(face):
+    crop, lm, model = face
+    occluded, mic = _microphone(crop, lm)
+    matte = occlusion_matte(occluded, lm, model)
+    outline = geometry68.hull_mask(points78(lm), crop.shape[0]) > 0.5
+    core = cv2.erode(mic.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0  # outside a 2 px feather
+    core &= outline
+    assert core.sum() > 2000
+    assert (matte[core] == 0.0).mean() >= 0.99
+    free_skin = _skin(lm, crop.shape[0]) & ~(cv2.dilate(mic.astype(np.uint8), np.ones((15, 15), np.uint8)) > 0)
+    assert free_skin.sum() > 5000
+    assert (matte[free_skin] >= 0.99).mean() >= 0.8
+
+
+def test_the_clear_face_is_visible_and_eyes_and_mouth_are_not_occluders(face):
+    crop, lm, model = face
+    matte = occlusion_matte(crop, lm, model)
+    size = crop.shape[0]
+    assert (matte[_skin(lm, size)] >= 0.99).mean() >= 0.9
+    eyes_mouth = geometry68.feature_mask(lm, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE,
+                                                   geometry68.INNER_MOUTH], 0) > 0.5
+    assert (matte[eyes_mouth] >= 0.99).mean() >= 0.95
+
+
+def test_a_darker_frame_of_the_track_is_followed_not_flagged(face):
+    crop, lm, model = face
+    matte = occlusion_matte(_exposed(crop, -0.5, 0.03), lm, model)
+    assert (matte[_skin(lm, crop.shape[0])] >= 0.99).mean() >= 0.85
+
+
+def test_the_model_survives_json_and_gives_the_same_matte(face):
+    crop, lm, model = face
+    again = TargetSkinModel.from_dict(json.loads(json.dumps(model.to_dict())))
+    occluded, _ = _microphone(crop, lm)
+    assert np.array_equal(occlusion_matte(occluded, lm, model), occlusion_matte(occluded, lm, again))
+    assert again.frames == 3
+
+
+def test_bad_input_says_what_to_pass(face):
+    crop, lm, model = face
+    with pytest.raises(ValueError, match="one set per crop"):
+        fit_skin_model([crop, crop], [lm])
+    with pytest.raises(ValueError, match="square"):
+        occlusion_matte(crop[:, :200], lm, model)
+    with pytest.raises(ValueError, match="to_dict"):
+        TargetSkinModel.from_dict({"ab_mean": [1, 2]})
