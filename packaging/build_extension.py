@@ -25,9 +25,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # What the zip may hold, and what must never be in it.
 ALLOWED_TOP = {"__init__.py", "blender_manifest.toml", "addon", "engine", "models"}
 FORBIDDEN_PARTS = {"tests", "bench", "packaging", "__pycache__"}
-# Below the top level only these may travel: the catalogue (stdlib + JSON) lists the neural models in the UI.
-ALLOWED_NESTED = {"models/catalogue.json", "engine/models/__init__.py", "engine/models/catalogue.py"}
 FORBIDDEN_SUFFIXES = (".onnx", ".pth", ".pt", ".dat", ".bin", ".safetensors", ".pyc", ".zip", ".blend")
+# The engine's part that the add-on imports (standard library and numpy only), the same set the manifest's
+# paths_exclude_pattern keeps: these modules, and every module of these packages. Nothing else of engine/
+# and models/ may travel, and each of these must (the add-on fails to load without it).
+SHIPPED_MODULES = {
+    "engine/__init__.py", "engine/settings.py", "engine/cachekey.py", "engine/errors.py", "engine/outputs.py",
+    "engine/models/__init__.py", "engine/models/catalogue.py",  # the catalogue lists the neural models in the UI
+    "models/catalogue.json",
+}
+SHIPPED_PACKAGES = ("engine/client", "engine/protocol", "engine/transport")
+
+
+def shipped_files(root: str = ROOT) -> set[str]:
+    """Every engine file the zip must hold, as zip names."""
+    names = set(SHIPPED_MODULES)
+    for package in SHIPPED_PACKAGES:
+        names.update(f"{package}/{f}" for f in os.listdir(os.path.join(root, package)) if f.endswith(".py"))
+    return names
 
 
 def find_blender_ext(explicit: str | None = None) -> tuple[str, str | None]:
@@ -54,16 +69,19 @@ def find_blender_ext(explicit: str | None = None) -> tuple[str, str | None]:
 
 
 def check_contents(zip_path: str) -> list[str]:
-    """Names in the zip that should not be there (empty when the package is clean)."""
+    """What is wrong with the zip's contents: names that should not be there, and shipped engine modules
+    that are missing ("missing: NAME"). Empty when the package is clean."""
     bad = []
+    shipped = shipped_files()
     with zipfile.ZipFile(zip_path) as zf:
-        for name in zf.namelist():
-            parts = name.rstrip("/").split("/")
-            if parts[0] not in ALLOWED_TOP or FORBIDDEN_PARTS.intersection(parts) or name.endswith(FORBIDDEN_SUFFIXES):
-                bad.append(name)
-            elif parts[0] in ("models", "engine") and len(parts) > 2 - (parts[0] == "models") \
-                    and not name.endswith("/") and name not in ALLOWED_NESTED:
-                bad.append(name)
+        names = zf.namelist()
+    for name in names:
+        parts = name.rstrip("/").split("/")
+        if parts[0] not in ALLOWED_TOP or FORBIDDEN_PARTS.intersection(parts) or name.endswith(FORBIDDEN_SUFFIXES):
+            bad.append(name)
+        elif parts[0] in ("models", "engine") and not name.endswith("/") and name not in shipped:
+            bad.append(name)
+    bad += [f"missing: {name}" for name in sorted(shipped - set(names))]
     return bad
 
 
@@ -85,7 +103,8 @@ def build(output_dir: str, blender_ext: str | None = None, python: str = sys.exe
         raise SystemExit(f"Blender's extension validator refused {zip_path}:\n{proc.stdout}\n{proc.stderr}")
     bad = check_contents(zip_path)
     if bad:
-        raise SystemExit(f"{zip_path} holds files that must stay out of the extension: {', '.join(bad)}")
+        raise SystemExit(f"{zip_path} does not hold exactly the extension's files (fix paths_exclude_pattern in "
+                         f"blender_manifest.toml or SHIPPED_* in {__file__}): {', '.join(bad)}")
     return zip_path
 
 

@@ -16,11 +16,14 @@ def test_zip_holds_only_the_extension(ext_zip):
     with zipfile.ZipFile(ext_zip) as zf:
         names = zf.namelist()
     assert "blender_manifest.toml" in names and "__init__.py" in names and "addon/__init__.py" in names
-    assert "engine/settings.py" in names and "engine/cachekey.py" in names and "engine/client.py" in names
+    assert "engine/settings.py" in names and "engine/cachekey.py" in names and "engine/client/__init__.py" in names
     assert not [n for n in names if n.split("/")[0] in {"tests", "bench", "packaging", "requirements"}]
     assert [n for n in names if n.startswith("models/") and not n.endswith("/")] == ["models/catalogue.json"]
     nested = {n for n in names if n.startswith("engine/") and n.count("/") > 1 and not n.endswith("/")}
-    assert nested == {"engine/models/__init__.py", "engine/models/catalogue.py"}  # no stages, io, runtime
+    # the stdlib packages the add-on imports; no stages, io, runtime or server
+    assert {n.split("/")[1] for n in nested} == {"models", "client", "protocol", "transport"}
+    assert {n for n in nested if n.startswith("engine/models/")} == {"engine/models/__init__.py",
+                                                                     "engine/models/catalogue.py"}
     assert not [n for n in names if n.endswith((".onnx", ".pyc", ".dat", ".exr", ".blend"))]
 
 
