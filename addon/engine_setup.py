@@ -26,15 +26,16 @@ class FACEFUSION_OT_setup_engine(bpy.types.Operator):
 
     _proc: Any = None
     _timer: Any = None
-    _steps: list = []
-    _log: Any = None
+    _steps: list[list[str]] = []  # replaced per run in invoke()
+    _root: str = ""
+    _total: int = 0
 
     def _plan(self, context: Any) -> tuple[list[list[str]], str]:
         p = prefs.get_prefs(context)
         root = prefs.find_engine_root(p)
         if not root:
             raise SetupError("engine sources not found: set Engine Sources in the preferences "
-                                    "(the folder with engine/ and requirements/)")
+                             "(the folder with engine/ and requirements/)")
         env = prefs.managed_env_dir()
         py = prefs.venv_python(env)
         req = os.path.join(root, "requirements", "engine.txt")
