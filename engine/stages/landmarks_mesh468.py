@@ -28,12 +28,14 @@ from engine.stages.contracts import Face, kps5_from_68
 # Source: eyes, brows, lips and the oval are vertices of MediaPipe's own contour lists (FACEMESH_RIGHT_EYE,
 # FACEMESH_LEFT_EYE, *_EYEBROW, FACEMESH_LIPS, FACEMESH_FACE_OVAL in mediapipe/python/solutions/
 # face_mesh_connections.py, 0.10.21) and the nose line is FACEMESH_NOSE's; which vertex of those lists stands for
-# which iBUG point was chosen here by the nearest vertex to dlib's 68-point predictor on the five photos in
-# ../shared/data/photos (tests/test_mediapipe_mesh.py checks the result against dlib on them).
+# which iBUG point was chosen here: the vertex of the matching list nearest (mean over faces, in eye distances) to
+# dlib's 68-point predictor on four photos of ../shared/data/photos and four faces of the walkers clip, the
+# image-left half mirrored onto the right (mesh pairs 132/361, 149/378, 176/400 ...) so the set is symmetric;
+# eye and mouth corners are the mesh's own corner vertices. tests/test_mediapipe_mesh.py checks it against dlib.
 LANDMARKS_68 = np.array([
-    127, 234, 93, 132, 58, 172, 136, 149, 152, 378, 365, 397, 288, 361, 323, 454, 356,  # jaw 0-16
-    70, 63, 105, 66, 107,  # brow, image left 17-21
-    336, 296, 334, 293, 300,  # brow, image right 22-26
+    127, 234, 132, 58, 172, 136, 149, 176, 152, 400, 378, 365, 397, 288, 361, 454, 356,  # jaw 0-16
+    70, 63, 105, 66, 55,  # brow, image left 17-21
+    285, 296, 334, 293, 300,  # brow, image right 22-26
     168, 197, 5, 4,  # nose bridge 27-30
     98, 97, 2, 326, 327,  # nostrils 31-35
     33, 160, 158, 133, 153, 144,  # eye, image left 36-41
