@@ -40,5 +40,5 @@ class SwapJob:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-# Events are JSON-able dicts with a "type": "start", "frame_done", "progress", "warning", "error", "done".
+# Events are JSON-able dicts with a "type" from engine.protocol.EVENT_TYPES (the one list, with their fields).
 EventSink = Callable[[dict[str, Any]], None]

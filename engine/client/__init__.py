@@ -66,9 +66,9 @@ array is pixels (float32 (H, W, 3|4), top row first, scene linear unless ``color
 that travel in a shared-memory slot; ``ImageRef(path=..., colorspace=...)`` / ``ImageRef(pixels=...,
 colorspace=..., name=...)`` say which colour space. A pixel plate is one still image.
 
-Events (dicts, ``ev["type"]``): the types and their fields are listed once, in ``protocol.EVENT_TYPES``
-(start, provider, warning, frame_done, progress, and exactly one terminal event: done, error or
-cancelled). After the terminal event, ``job.done`` is True and ``job.state`` is its type.
+Events (dicts, ``ev["type"]``): the types and their fields are listed once, in ``protocol.EVENT_TYPES``;
+exactly one terminal event (``protocol.TERMINAL_EVENTS``) ends each job. After it, ``job.done`` is True
+and ``job.state`` is its type.
 
 Exceptions: ``EngineClientError`` (base) · ``EngineStartError`` (engine did not come up; message has
 its output) · ``EngineDied`` (the engine process or connection is gone) · ``EngineHung`` (its process lives but has

@@ -126,7 +126,7 @@ class JobHandle:
                 self.state = ev["type"]
                 if self.state == "error":
                     self.error = str(ev.get("message", "unknown error"))
-            elif ev["type"] == "start" or (ev["type"] != "queued" and self.state == "queued"):
+            elif self.state == "queued":  # any event but a terminal one means the engine started it
                 self.state = "running"
             self._events.append(ev)
             self._cv.notify_all()

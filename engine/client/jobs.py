@@ -169,7 +169,7 @@ class JobRequests(ClientState):
                frame_start: int | None = None, frame_end: int | None = None, *, skip_existing: bool = False,
                file_prefix: str = "facefusion") -> JobHandle:
         """Render frames of ``plate`` into one EXR per frame in ``output_dir`` (must be under an allowed
-        output root of the engine). Events: start, frame_done, progress, warning, then done/error/cancelled."""
+        output root of the engine). Events: see ``protocol.EVENT_TYPES``; the last is done, error or cancelled."""
         out = os.path.abspath(os.fspath(output_dir))
         job = self._submit_job("render", lambda held: {
             **self._images(plate, sources, held), "output_dir": out, "settings": dict(settings or {}),

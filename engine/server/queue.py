@@ -147,6 +147,9 @@ class JobQueue(ClientSlots):
         inputs = job.inputs
 
         def emit(ev: dict[str, Any]) -> None:
+            if ev.get("type") not in protocol.EVENT_TYPES:  # passed on all the same; clients skip unknown types
+                log.warning("job %d sends event type %r, which protocol.EVENT_TYPES does not list", job.id,
+                            ev.get("type"))
             if ev.get("type") == "progress":
                 job.progress = {k: ev.get(k) for k in ("done", "total", "fps", "eta")}
             if not job.client.send(protocol.event(job.id, ev)):
