@@ -7,14 +7,13 @@ server can never disagree about a setting's name, range or default.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import Any
 
 from engine import __version__
 from engine import settings as schema
 from engine.errors import EngineError, JobCancelled
-from engine.job import ImageInput, SwapJob
+from engine.job import ImageInput, SwapJob, parse_frames
 
 ALIASES = {"face_selector": ["--selector"], "temporal_smoothing": ["--smoothing"]}
 
@@ -45,16 +44,6 @@ def add_settings_options(p: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return {s.name: getattr(args, s.name) for s in schema.SCHEMA if getattr(args, s.name, None) is not None}
-
-
-def parse_frames(text: str | None) -> tuple[int | None, int | None]:
-    if not text:
-        return None, None
-    m = re.fullmatch(r"\s*(-?\d+)\s*(?:-\s*(-?\d+)\s*)?", text)
-    if m is None:
-        raise EngineError(f"frame range '{text}' is not understood", "write it as FIRST-LAST, e.g. 1001-1050")
-    first = int(m.group(1))
-    return first, int(m.group(2)) if m.group(2) is not None else first
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("serve", help="run the long-lived engine server (see: serve --help)", add_help=False)
     sub.add_parser("models", help="list, fetch, verify and import models (see: models --help)", add_help=False)
+    sub.add_parser("quality", help="render a plate and write a quality report (see: quality --help)", add_help=False)
     return p
 
 
@@ -102,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         from engine.models.command import main as models_main
 
         return models_main(argv[1:])
+    if argv and argv[0] == "quality":
+        from engine.quality.report import main as quality_main
+
+        return quality_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         if args.command == "swap":

@@ -48,7 +48,8 @@ def align(ctx: JobContext, selected: dict[int, list[Face]], frames: list[int]
             # Resample in linear light, then encode only the crop for the model (not the whole frame).
             target_lin = warp_crop(plate_rgb, m, size)
             crops.append(Crop(face, size, m, target_lin, colour.linear_to_model(target_lin, gamut),
-                              transform_points(m, face.landmarks68), ctx.texture.steps_for(face.size)))
+                              transform_points(m, face.landmarks68),
+                              ctx.texture.steps_for(face.size) if ctx.texture else 0))
             owner.append(len(pendings))
         pendings.append(PendingFrame(f, rgba, gamut, t0, warnings))
     return pendings, crops, owner

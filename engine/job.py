@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from engine.errors import EngineError
 
 # An image handed over as pixels (e.g. from a shared-memory slot): float32 (H, W, 3|4), top row first,
 # in the colour space named beside it.
@@ -42,3 +45,13 @@ class SwapJob:
 
 # Events are JSON-able dicts with a "type" from engine.protocol.EVENT_TYPES (the one list, with their fields).
 EventSink = Callable[[dict[str, Any]], None]
+
+
+def parse_frames(text: str | None) -> tuple[int | None, int | None]:
+    if not text:
+        return None, None
+    m = re.fullmatch(r"\s*(-?\d+)\s*(?:-\s*(-?\d+)\s*)?", text)
+    if m is None:
+        raise EngineError(f"frame range '{text}' is not understood", "write it as FIRST-LAST, e.g. 1001-1050")
+    first = int(m.group(1))
+    return first, int(m.group(2)) if m.group(2) is not None else first

@@ -125,10 +125,11 @@ class Engine:
                  cancel: threading.Event | None) -> JobContext:
         """The job's fixed parts, its backends loaded (and checked) through the registry."""
         identity = self.source_identity(job.sources, on_event)
-        texture = self.texture(identity, s)
+        # Only a swapper that paints the source photo itself uses the (super-resolved) texture.
+        texture = self.texture(identity, s) if "source_texture" in registry.wants("swap", s.swapper) else None
         runtime = self.runtime()
-        swapper = registry.create("swap", s.swapper, runtime,
-                                  offered={"source_texture": texture.get, "keep_eyes_mouth": s.keep_eyes_mouth})
+        offered = {"keep_eyes_mouth": s.keep_eyes_mouth, "source_texture": texture.get if texture else None}
+        swapper = registry.create("swap", s.swapper, runtime, offered=offered)
         enhancer = registry.create("enhance", s.face_enhancer, runtime) if s.face_enhancer != "none" else None
         layers = [(layer, registry.create(layer.stage, getattr(s, layer.setting), runtime))
                   for layer in registry.MATTE_LAYERS if getattr(s, layer.setting) != "none"]

@@ -5,8 +5,8 @@ models folder verified (else the catalogue's pin); a built-in model gives its pa
 
 from __future__ import annotations
 
-import json
 import importlib
+import json
 from typing import Any
 
 from engine import __version__

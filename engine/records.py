@@ -25,7 +25,7 @@ class JobContext:
     settings: Any  # engine.settings.Settings (frozen)
     plate: Plate
     identity: SourceIdentity
-    texture: SourceTexture
+    texture: SourceTexture | None  # the source photo at any size, for a swapper that wants it
     swapper: Any  # fits the swap contract
     enhancer: Any | None
     mattes: list[tuple[Any, Any]]  # (registry.MatteLayer, its loaded backend), in table order

@@ -194,16 +194,17 @@ class _SettingsBase:
 
 
 _PY_TYPES = {"enum": str, "str": str, "bool": bool, "int": int, "float": float}
-_generated: tuple[int, type] | None = None
+_generated: tuple[tuple[str, ...], type] | None = None
 
 
 def settings_class() -> type:
     """The frozen settings type of the current schema (regenerated when a setting is registered)."""
     global _generated
-    if _generated is None or _generated[0] != len(SCHEMA):
+    names = tuple(s.name for s in SCHEMA)
+    if _generated is None or _generated[0] != names:
         cls = make_dataclass("Settings", [(s.name, _PY_TYPES[s.kind]) for s in SCHEMA], bases=(_SettingsBase,),
                              frozen=True)
-        _generated = (len(SCHEMA), cls)
+        _generated = (names, cls)
     return _generated[1]
 
 
@@ -255,5 +256,20 @@ def add_choice(name: str, value: str, description: str) -> None:
     if any(c[0] == value for c in old.choices):
         return
     new = replace(old, choices=old.choices + ((value, description),))
+    SCHEMA = tuple(new if s.name == name else s for s in SCHEMA)
+    BY_NAME[name] = new
+
+
+def unregister(name: str) -> None:
+    """Remove a setting added by ``register`` (a plug-in unloading)."""
+    global SCHEMA
+    SCHEMA = tuple(s for s in SCHEMA if s.name != name)
+    BY_NAME.pop(name, None)
+
+
+def remove_choice(name: str, value: str) -> None:
+    global SCHEMA
+    old = BY_NAME[name]
+    new = replace(old, choices=tuple(c for c in old.choices if c[0] != value))
     SCHEMA = tuple(new if s.name == name else s for s in SCHEMA)
     BY_NAME[name] = new

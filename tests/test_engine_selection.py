@@ -55,8 +55,9 @@ def test_several_source_photos_make_one_identity(photos):
     two = eng.source_identity([ImageInput(path=photos["astronaut"]), ImageInput(path=photos["tom_hanks"])],
                               lambda e: None)
     hanks = eng.source_identity([ImageInput(path=photos["tom_hanks"])], lambda e: None)
-    mean = (one.embeddings["dlib_face_recognition_resnet_v1"] + hanks.embeddings["dlib_face_recognition_resnet_v1"]) / 2
-    assert np.allclose(two.embeddings["dlib_face_recognition_resnet_v1"], mean)
+    rec = "dlib_face_recognition_resnet_v1"
+    mean = (one.embeddings[rec] + hanks.embeddings[rec]) / 2
+    assert np.allclose(two.embeddings[rec], mean)
     assert len(two.faces) == 2 and two.digest not in (one.digest, hanks.digest)
     assert two.best.face.size == one.best.face.size  # the larger, sharper face is the texture
 

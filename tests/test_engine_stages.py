@@ -50,11 +50,13 @@ def test_lab_round_trip():
 
 
 def test_waifu2x_tiles_join_without_seams():
-    from engine.stages.enhance_waifu2x import Waifu2xUpscaler
+    from engine.runtime import Runtime
+    from engine.stages import registry
 
+    rt = Runtime(providers_spec="cpu")
     srgb = colour.srgb_encode(_face_patch())
-    whole = Waifu2xUpscaler(denoise=1, tile=512).upscale2(srgb)
-    tiled = Waifu2xUpscaler(denoise=1, tile=40).upscale2(srgb)
+    whole = registry.create("upscale", "waifu2x_upconv7_x2_noise0", rt, tile=512).upscale2(srgb)
+    tiled = registry.create("upscale", "waifu2x_upconv7_x2_noise0", rt, tile=40).upscale2(srgb)
     assert whole.shape == (240, 180, 3)
     assert np.abs(whole - tiled).max() < 1e-4
     # and it is an upscale of the input, not noise: downscaled back it matches the input closely

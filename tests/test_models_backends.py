@@ -206,14 +206,13 @@ def test_neural_chain_on_a_real_photo(rt):
     import cv2
 
     from engine import shots
-    from engine.stages.dlib_face import DlibDetector, DlibLandmarker
 
     bgr = cv2.imread(shots.photo_path("t1"))
     if bgr is None:
         pytest.skip("t1.jpg not available")
     u8 = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-    faces = DlibDetector().detect(u8)
-    DlibLandmarker().landmarks(u8, faces)
+    faces = registry.create("detect", "dlib_hog", rt).detect(u8)
+    registry.create("landmarks", "dlib_shape_predictor_68", rt).landmarks(u8, faces)
     assert len(faces) >= 4
     sw = registry.create("swap", "inswapper_128", rt)
     rec = registry.create("recognize", "arcface_w600k_r50", rt)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from engine import settings as schema
+from engine.errors import EngineError
 from engine.models import catalogue
 
 
@@ -75,8 +76,8 @@ class MatteLayer:
     call: Callable[[Any, np.ndarray], np.ndarray] | None = None  # default: the stage's contract method
 
 
-class ContractError(TypeError):
-    """A backend lacks part of its stage's contract."""
+class ContractError(EngineError):
+    """A backend lacks part of its stage's contract: refused when it loads, before any frame is made."""
 
 
 class UnknownBackend(LookupError):
@@ -120,8 +121,10 @@ def register_matte(layer: MatteLayer) -> None:
 def unregister(stage: str, backend: str) -> None:
     with _lock:
         BACKENDS.pop((stage, backend), None)
-        BUILTINS.pop(backend, None)
+        builtin = BUILTINS.pop(backend, None)
         _cache.clear()
+    if builtin is not None and stage in STAGE_SETTING:
+        schema.remove_choice(STAGE_SETTING[stage], backend)
 
 
 def unregister_matte(name: str) -> None:
@@ -152,14 +155,21 @@ def is_neural(model_id: str) -> bool:
     return (entry.stage, entry.backend) in BACKENDS and not entry.embedded
 
 
+def wants(stage: str, model_id: str) -> tuple[str, ...]:
+    """The job values the backend of ``model_id`` takes (e.g. ``source_texture``)."""
+    spec = BACKENDS.get((stage, model(model_id).backend))
+    return spec.wants if spec is not None else ()
+
+
 def check_contract(stage: str, name: str, backend: Any) -> None:
     """Refuse ``backend`` unless it has every method and attribute its stage's contract names."""
     contract = CONTRACTS[stage]
     missing = [f"method {m}()" for m in contract.methods if not callable(getattr(backend, m, None))]
     missing += [f"attribute {a}" for a in contract.attributes if not hasattr(backend, a)]
     if missing:
-        raise ContractError(f"backend {name!r} is refused for stage {stage!r}: it lacks {', '.join(missing)} "
-                            f"(the {stage} contract is in engine/stages/contracts.py)")
+        raise ContractError(f"backend {name!r} is refused for stage {stage!r}: it lacks {', '.join(missing)}",
+                            f"give it what the {stage} contract asks (engine/stages/contracts.py, "
+                            f"registry.CONTRACTS)")
 
 
 def create(stage: str, model_id: str, runtime: Any, *, offered: dict[str, Any] | None = None, shared: bool = True,
