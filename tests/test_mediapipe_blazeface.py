@@ -92,7 +92,7 @@ def test_a_score_threshold_below_mediapipes_changes_the_merged_box(ref, full):
 
 
 def test_tiles_find_the_small_faces_of_a_1080p_frame_the_whole_frame_misses(ref):
-    frame = ms.inputs._frame(ms.inputs.os.path.join(ms.inputs.DATA, ms.inputs.VIDEO), 0)[..., ::-1].copy()
+    frame = ms.inputs.video_frame(0)
     tiled = bf.BlazeFaceDetector(ms.entry("blazeface"))
     whole = tiled.detect_region(frame)
     found = tiled.detect_raw(frame)
