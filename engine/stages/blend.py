@@ -9,8 +9,9 @@ the same matte ``a`` as before, so Alpha Over of the layer on the plate is the c
   border (Pérez et al. 2003, in the log domain): ``B = face * exp(M)`` where the membrane M is harmonic inside
   the support and equals ``log(plate / face)`` on its border. The correction is a smooth gain, so it never drives
   a dark lip or a saturated channel below zero (an additive membrane in linear light does) and highlights above
-  1.0 pass unchanged. Border values far from the others (hair across the forehead, a dark collar under the
-  jaw) are replaced by their neighbours' before the solve, so the plate's non-skin does not bleed into the face.
+  1.0 pass unchanged. Border values far from the region's median ratio (hair beside the temples, a dark
+  collar under the jaw) are replaced by their neighbours' before the solve, so the plate's non-skin does not
+  bleed into the face.
   M is smooth, so it is solved with a sparse direct solve on a grid of at most ``max_side`` pixels.
 - multiband: Laplacian-pyramid blend of face and plate under the matte (Burt and Adelson 1983): low
   frequencies are mixed over a wide band, fine ones over a narrow one.
@@ -25,7 +26,7 @@ from scipy.sparse.linalg import spsolve
 
 MODES = ("poisson", "multiband", "none")
 _FLOOR = 1e-4  # linear floor before logs: below any real pixel, above float noise
-_RING_TOLERANCE = 0.35  # log luminance: a border pixel this far from the ring's median is trusted at e^-1
+_RING_TOLERANCE = 0.2  # log luminance: a border pixel this far from the region's median is trusted at e^-1
 _LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
 MAX_SOLVE_SIDE = 160  # the membrane's grid: ~25k unknowns at most, a direct solve in well under a second
 
@@ -53,8 +54,9 @@ def premultiplied(blended: np.ndarray, matte: np.ndarray) -> np.ndarray:
 
 
 def log_ratio(plate: np.ndarray, face: np.ndarray, region: np.ndarray) -> np.ndarray:
-    """log(plate / face) of local means (H, W, 3), with values on the region's border ring that disagree with
-    the rest of the ring (not the same surface on both sides) replaced by a fill from their neighbours."""
+    """log(plate / face) of local means (H, W, 3). On the region's border ring, values far from the region's own
+    median (where plate and face show the same surface: hair or backdrop next to the matte, not skin) are
+    replaced by a fill from trusted ring neighbours, or by that median where none is near."""
     lp = np.log(np.maximum(cv2.GaussianBlur(plate, (0, 0), 1.0), _FLOOR))
     lf = np.log(np.maximum(cv2.GaussianBlur(face, (0, 0), 1.0), _FLOOR))
     lr = (lp - lf).astype(np.float32)
@@ -62,15 +64,15 @@ def log_ratio(plate: np.ndarray, face: np.ndarray, region: np.ndarray) -> np.nda
     ring = (cv2.dilate(r8, np.ones((3, 3), np.uint8)) > 0) & ~region
     if ring.sum() < 8:
         return lr
-    lum = lr[ring] @ _LUMA
-    dev = np.abs(lr @ _LUMA - np.median(lum))
+    ref = np.median(lr[region], 0).astype(np.float32)
+    dev = np.abs((lr - ref) @ _LUMA)
     trust = (np.exp(-((dev / _RING_TOLERANCE) ** 2)) * ring).astype(np.float32)
     sigma = max(1.0, 0.05 * np.sqrt(region.sum()))
-    num = cv2.GaussianBlur(lr * trust[..., None], (0, 0), sigma)
-    den = cv2.GaussianBlur(trust, (0, 0), sigma)
-    filled = np.where(den[..., None] > 1e-4, num / np.maximum(den, 1e-4)[..., None], np.median(lr[ring], 0))
+    prior = 0.02  # the weight of the region's median in the fill: it wins where no trusted neighbour is near
+    num = cv2.GaussianBlur(lr * trust[..., None], (0, 0), sigma) + prior * ref
+    den = cv2.GaussianBlur(trust, (0, 0), sigma)[..., None] + prior
     t = trust[..., None]
-    return (lr * t + filled * (1.0 - t)).astype(np.float32)
+    return (lr * t + num / den * (1.0 - t)).astype(np.float32)
 
 
 def membrane(diff: np.ndarray, region: np.ndarray, max_side: int = MAX_SOLVE_SIDE) -> np.ndarray:

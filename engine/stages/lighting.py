@@ -20,7 +20,10 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-BASE_SCALE = 0.1  # Gaussian sigma of the base, as a fraction of the face size (sqrt of the outline's area)
+# Gaussian sigma of the base, as a fraction of the face size (sqrt of the outline's area). Measured on 7 real
+# photo pairs, cheek dE76 median/max: 0.04 -> 1.18/1.71, 0.06 -> 1.68/2.32, 0.1 -> 2.42/3.58, 0.15 -> 3.47/4.98;
+# below 0.06 the target's own folds and cheekbones start to show through.
+BASE_SCALE = 0.06
 MIN_SKIN_PX = 24  # fewer skin pixels than this measure nothing: the caller's pooled tone must be used
 _GAIN_LIMIT = 16.0  # a plausible exposure difference between two lit faces; beyond it something is wrong
 _ROBUST_LOG = 0.3  # pixels whose luminance is this far (in log) from the first base weigh e^-1 in the second
@@ -87,9 +90,11 @@ def smooth_fill(img: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray
     return out.reshape(h, w, -1).astype(np.float32)
 
 
-def base_layer(lin: np.ndarray, skin: np.ndarray, face_scale: float, scale: float = BASE_SCALE) -> np.ndarray:
-    """The skin's low frequencies (H, W, 3), filled across non-skin. A second pass down-weights skin pixels far
-    from the first base (beard shadow, specular highlights, moles) so they neither darken nor lighten it."""
+def base_layer(lin: np.ndarray, skin: np.ndarray, face_scale: float, scale: float = BASE_SCALE,
+               robust: bool = True) -> np.ndarray:
+    """The skin's low frequencies (H, W, 3), filled across non-skin. With ``robust`` a second pass down-weights
+    skin pixels far from the first base (beard shadow, specular highlights, moles) so they neither darken nor
+    lighten it."""
     _check(lin, skin)
     sigma = max(scale * float(face_scale), 1.0)
     x = np.maximum(lin, 0.0).astype(np.float32)
@@ -97,7 +102,7 @@ def base_layer(lin: np.ndarray, skin: np.ndarray, face_scale: float, scale: floa
     base = np.maximum(smooth_fill(x, w, sigma), 1e-6)
     r = np.log(np.maximum(x @ _LUMA, 1e-6) / (base @ _LUMA))
     w2 = w * np.exp(-((r / _ROBUST_LOG) ** 2))
-    if w2.sum() >= MIN_SKIN_PX:
+    if robust and w2.sum() >= MIN_SKIN_PX:
         base = np.maximum(smooth_fill(x, w2, sigma), 1e-6)
     return base
 
@@ -114,13 +119,14 @@ def lighting_gain(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarr
     if float(skin_s.sum()) < MIN_SKIN_PX:
         raise ValueError(f"the swapped face has {float(skin_s.sum()):.0f} skin pixels, fewer than {MIN_SKIN_PX}: "
                          "skip lighting for this face (its crop is too small or its matte empty)")
+    # Both bases robust (measured on real pairs: cheek dE 0.67 against 1.80 with a plain mean for the swap): the
+    # same pixels are left out on both sides, so what remains is like for like.
     base_s = base_layer(swapped, skin_s, face_scale, scale)
     if float(skin_target.sum()) >= MIN_SKIN_PX:
         base_t = base_layer(target, skin_target, face_scale, scale)
-        if tone is not None:
-            w = skin_target[..., None].astype(np.float64)
-            here = (base_t * w).sum((0, 1)) / w.sum()
-            base_t = base_t * (tone.mean / np.maximum(here, 1e-6)).astype(np.float32)
+        here = skin_tone(target, skin_target)
+        if tone is not None and here is not None:  # measured like the pooled tones were: tone == here is a no-op
+            base_t = base_t * (tone.mean / here.mean).astype(np.float32)
     elif tone is not None:  # nothing to measure here: the pooled tone, flat
         base_t = np.broadcast_to(tone.mean.astype(np.float32), base_s.shape)
     else:

@@ -1,0 +1,225 @@
+"""Lighting from the plate, detail from the swap (engine/stages/lighting.py), on real faces and constructed cases.
+
+Faces come from real photos through dlib's HOG detector and 68-point predictor (the embedded default's models);
+the "swap" is the source face warped onto the target's 78 points, the target outside (what the geometric
+swapper does). The helpers here are shared by test_blend.py and test_detail_match.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import cv2
+import numpy as np
+import pytest
+from skimage.transform import PiecewiseAffineTransform
+from skimage.transform import warp as sk_warp
+
+from engine import shots
+from engine.io import colour
+from engine.stages import geometry68, lighting, masks
+from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, crop_size_for, transform_points, warp_crop
+from engine.stages.colour_match import lin_to_lab
+from engine.stages.contracts import kps5_from_68
+
+PHOTOS = "/work/shared/data/photos"
+_LUMA = np.array([0.2126, 0.7152, 0.0722])
+
+
+def load(name: str) -> np.ndarray:
+    """Linear Rec.709 float32 photo: the packaged test photos by name, or a file of the shared photos."""
+    if name in ("astronaut", "t1", "tom_hanks"):
+        return shots.load_photo_linear(name)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "photos",
+                        name + ".jpg")
+    if not os.path.exists(path):
+        pytest.skip(f"shared photo {name} is not here")
+    bgr = cv2.imread(path, cv2.IMREAD_COLOR)
+    return colour.srgb_decode(bgr[..., ::-1].astype(np.float32) / 255.0)
+
+
+@functools.cache
+def _dlib():
+    import dlib
+    import face_recognition_models as frm
+
+    return dlib.get_frontal_face_detector(), dlib.shape_predictor(frm.pose_predictor_model_location())
+
+
+def landmarks(lin: np.ndarray, upsample: int = 1) -> list[np.ndarray]:
+    """68 landmarks of every face, largest first."""
+    det, sp = _dlib()
+    u8 = (colour.linear_to_model(lin, "rec709") * 255.0 + 0.5).astype(np.uint8)
+    faces = [np.array([[p.x, p.y] for p in sp(u8, r).parts()], np.float64) for r in det(u8, upsample)]
+    return sorted(faces, key=lambda lm: -np.ptp(lm[:, 0]))
+
+
+def face_crop(lin: np.ndarray, lm68: np.ndarray, size: int | None = None) -> dict:
+    """The pipeline's per-face data: crop, crop matrix, landmarks and mattes in crop space."""
+    size = size or crop_size_for(float(np.ptp(lm68[:, 0])))
+    m = crop_matrix(kps5_from_68(lm68), FFHQ_TEMPLATE, size)
+    lm = transform_points(m, lm68)
+    pts = geometry68.with_forehead(lm)
+    return {"lin": warp_crop(lin, m, size), "m": m, "lm": lm, "pts": pts, "size": size,
+            "scale": geometry68.face_scale(pts), "skin": masks.skin_matte(pts, lm, size),
+            "matte": masks.face_matte(pts, size, 0.02, 0.08),
+            "plate_px": float(np.sqrt(abs(np.linalg.det(m[:, :2]))))}
+
+
+def swap(src_lin: np.ndarray, src_lm: np.ndarray, target: dict) -> np.ndarray:
+    """The source face warped onto the target crop's 78 points (piecewise affine), the target outside."""
+    s = face_crop(src_lin, src_lm, target["size"])
+    t = PiecewiseAffineTransform.from_estimate(target["pts"], s["pts"])
+    out = sk_warp(s["lin"], t, output_shape=s["lin"].shape, order=1, mode="edge").astype(np.float32)
+    inside = geometry68.hull_mask(target["pts"], target["size"]) > 0.5
+    return np.where(inside[..., None], out, target["lin"]).astype(np.float32)
+
+
+@functools.cache
+def pair(src: str, tgt: str, tgt_index: int = 0) -> tuple[np.ndarray, dict]:
+    """(swapped crop, target face data) for a source photo onto a face of a target photo."""
+    s = load(src)
+    t = load(tgt)
+    tgt_faces = landmarks(t)
+    return swap(s, landmarks(s, 0)[0], face_crop(t, tgt_faces[tgt_index])), face_crop(t, tgt_faces[tgt_index])
+
+
+def cheek_patches(lm68: np.ndarray, size: int) -> list[np.ndarray]:
+    """Two cheek patches from landmarks (between the jaw, the nose wing and the lower eyelid)."""
+    groups = ([1, 2, 3, 31, 40, 41], [15, 14, 13, 35, 47, 46])
+    return [geometry68.feature_mask(lm68, size, [g], 0) > 0.5 for g in groups]
+
+
+def cheek_delta_e(a: np.ndarray, b: np.ndarray, lm68: np.ndarray) -> float:
+    """CIE76 dE between the mean colours of the two cheek patches of ``a`` and ``b`` (clipped to [0, 1])."""
+    des = []
+    for p in cheek_patches(lm68, a.shape[0]):
+        la = lin_to_lab(np.clip(a[p].mean(0), 0, 1))
+        lb = lin_to_lab(np.clip(b[p].mean(0), 0, 1))
+        des.append(float(np.linalg.norm(la - lb)))
+    return float(np.mean(des))
+
+
+def over(face: np.ndarray, c: dict) -> np.ndarray:
+    a = c["matte"][..., None]
+    return face * a + c["lin"] * (1.0 - a)
+
+
+def test_a_left_right_lighting_gradient_of_the_plate_is_kept_on_a_flat_lit_source():
+    swapped, c = pair("paul_rudd", "astronaut")
+    ramp = np.linspace(0.35, 1.6, c["size"], dtype=np.float32)[None, :, None]  # strong key light from the right
+    target = c["lin"] * ramp
+    out = lighting.relight(swapped, target, c["skin"], c["scale"])
+    left, right = cheek_patches(c["lm"], c["size"])
+
+    def lr(img):
+        y = img @ _LUMA
+        return y[right].mean() / y[left].mean()
+
+    assert lr(swapped) < 1.6  # the source is about flat
+    assert lr(out) == pytest.approx(lr(target), rel=0.12)
+
+
+def test_a_constant_colour_cast_of_the_plate_is_reproduced():
+    swapped, c = pair("paul_rudd", "astronaut")
+    cast = np.array([1.35, 1.0, 0.62], np.float32)
+    plain = lighting.relight(swapped, c["lin"], c["skin"], c["scale"])
+    tinted = lighting.relight(swapped, c["lin"] * cast, c["skin"], c["scale"])
+    sel = c["skin"] > 0.5
+    ratio = tinted[sel].mean(0) / plain[sel].mean(0)
+    assert ratio == pytest.approx(cast, rel=0.02)
+
+
+def test_relit_cheeks_match_the_plate_on_real_photos():
+    # A bearded source keeps its beard (source detail) on the cheek patches: a looser bound there.
+    for src, tgt, idx, bound in (("paul_rudd", "astronaut", 0, 1.0), ("paul_rudd", "multiface", 0, 1.5),
+                                 ("angelina_jolie", "t1", 1, 2.0), ("shea_whigham", "t1", 0, 2.5)):
+        swapped, c = pair(src, tgt, idx)
+        out = lighting.relight(swapped, c["lin"], c["skin"], c["scale"])
+        before = cheek_delta_e(over(swapped, c), c["lin"], c["lm"])
+        after = cheek_delta_e(over(out, c), c["lin"], c["lm"])
+        assert after < bound, (src, tgt, before, after)
+        assert after < before / 3, (src, tgt, before, after)
+
+
+def test_target_brows_eyes_and_lips_do_not_print_into_the_base():
+    _, c = pair("paul_rudd", "astronaut")
+    flat = np.full((c["size"], c["size"], 3), (0.30, 0.18, 0.12), np.float32)
+    features = geometry68.feature_mask(c["lm"], c["size"], [geometry68.LEFT_EYE, geometry68.RIGHT_EYE,
+                                                            geometry68.OUTER_MOUTH, geometry68.BROWS[:5],
+                                                            geometry68.BROWS[5:]], 2)
+    painted = flat * (1.0 - 0.9 * features[..., None])  # near-black brows, eyes and lips on flat skin
+    # Beard shadow and a highlight inside the skin matte: left out by the robust pass.
+    painted[int(c["lm"][8, 1]) - 8:int(c["lm"][8, 1]) - 2, int(c["lm"][8, 0]) - 6:int(c["lm"][8, 0]) + 6] *= 0.4
+    painted[int(c["lm"][30, 1]) - 2:int(c["lm"][30, 1]) + 2, int(c["lm"][30, 0]) - 2:int(c["lm"][30, 0]) + 2] *= 5
+    base = lighting.base_layer(painted, c["skin"], c["scale"])
+    face = geometry68.hull_mask(c["pts"], c["size"]) > 0.5
+    y = base[face] @ _LUMA
+    assert y.max() / y.min() < 1.06
+    assert np.allclose(base[face].mean(0), flat[0, 0], rtol=0.05)
+
+
+def test_highlights_above_one_survive():
+    swapped, c = pair("paul_rudd", "astronaut")
+    hot = swapped.copy()
+    y, x = (int(v) for v in c["lm"][30][::-1])
+    hot[y - 2:y + 2, x - 2:x + 2] = 6.0
+    out = lighting.relight(hot, c["lin"], c["skin"], c["scale"])
+    gain = lighting.lighting_gain(swapped, c["lin"], c["skin"], c["scale"])
+    # The hot spot is detail: it is scaled by the smooth gain (which it nudges a little), not clipped or flattened.
+    assert out[y, x].min() > 3.0
+    assert np.all((out[y, x] / 6.0 > 0.6 * gain[y, x]) & (out[y, x] / 6.0 < 1.4 * gain[y, x]))
+
+
+def test_a_small_dark_face_comes_out_as_dark_and_as_saturated_as_the_plate():
+    t1 = load("t1")
+    lm = landmarks(t1)[0]
+    scale = 40.0 / np.ptp(lm[:, 0])  # a ~40 px face in a dim, warm plate
+    small = cv2.resize(t1, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA) * np.float32([0.12, 0.08, 0.06])
+    c = face_crop(small, lm * scale + (scale - 1) / 2)
+    src = load("paul_rudd")
+    swapped = swap(src, landmarks(src, 0)[0], c)
+    out = lighting.relight(swapped, c["lin"], c["skin"], c["scale"])
+    before = cheek_delta_e(over(swapped, c), c["lin"], c["lm"])
+    assert cheek_delta_e(over(out, c), c["lin"], c["lm"]) < min(4.0, before / 2)
+    sel = c["skin"] > 0.5
+    lab_plate, lab_out = lin_to_lab(c["lin"][sel].mean(0)), lin_to_lab(over(out, c)[sel].mean(0))
+    assert lab_out[0] == pytest.approx(lab_plate[0], abs=2.0)  # not pale
+    assert np.hypot(*lab_out[1:]) > 0.85 * np.hypot(*lab_plate[1:])  # not grey
+
+
+def test_a_pooled_tone_sets_level_and_colour_and_stands_in_for_an_empty_skin():
+    swapped, c = pair("paul_rudd", "astronaut")
+    tone = lighting.SkinTone.pooled([lighting.skin_tone(c["lin"] * k, c["skin"]) for k in (0.5, 1.0, 1.5)])
+    here = lighting.skin_tone(c["lin"], c["skin"])
+    assert np.allclose(tone.mean, here.mean, rtol=1e-6)
+    darker = lighting.SkinTone(mean=here.mean * 0.5, pixels=here.pixels)
+    out = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], tone=darker)
+    ref = lighting.relight(swapped, c["lin"], c["skin"], c["scale"])
+    sel = c["skin"] > 0.5
+    assert np.allclose(out[sel].mean(0) / ref[sel].mean(0), 0.5, rtol=0.01)
+    hidden = np.zeros_like(c["skin"])  # the face is covered in this frame: the track's tone carries it
+    out = lighting.relight(swapped, c["lin"], hidden, c["scale"], skin_swapped=c["skin"], tone=here)
+    assert lighting.skin_tone(out, c["skin"]).mean == pytest.approx(here.mean, rel=0.1)
+
+
+def test_strength_zero_is_the_swap_and_half_strength_is_half_the_exposure_change():
+    swapped, c = pair("paul_rudd", "astronaut")
+    assert np.array_equal(lighting.relight(swapped, c["lin"], c["skin"], c["scale"], strength=0.0), swapped)
+    full = lighting.relight(swapped, c["lin"] * 4.0, c["skin"], c["scale"])
+    half = lighting.relight(swapped, c["lin"] * 4.0, c["skin"], c["scale"], strength=0.5)
+    sel = c["skin"] > 0.5
+    assert np.allclose(half[sel] ** 2, full[sel] * swapped[sel], rtol=1e-3, atol=1e-7)
+
+
+def test_bad_input_says_what_is_wrong():
+    swapped, c = pair("paul_rudd", "astronaut")
+    with pytest.raises(ValueError, match="does not match the crop"):
+        lighting.relight(swapped, c["lin"], c["skin"][:-1], c["scale"])
+    with pytest.raises(ValueError, match="pooled SkinTone"):
+        lighting.relight(swapped, c["lin"], np.zeros_like(c["skin"]), c["scale"], skin_swapped=c["skin"])
+    with pytest.raises(ValueError, match="outside"):
+        lighting.relight(swapped, c["lin"], c["skin"], c["scale"], strength=1.5)
+    with pytest.raises(ValueError, match="at least one"):
+        lighting.SkinTone.pooled([])
