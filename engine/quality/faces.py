@@ -38,9 +38,13 @@ class FaceAnalyser:
         self._recognizer = None
         self.upsample = upsample
 
-    def find(self, image_u8: np.ndarray, embed: bool = False, min_size: float = 0.0) -> list[FoundFace]:
-        rects = self._detector(np.ascontiguousarray(image_u8), self.upsample)
-        boxes = [np.array([r.left(), r.top(), r.right(), r.bottom()], np.float64) for r in rects]
+    def find(self, image_u8: np.ndarray, embed: bool = False, min_size: float = 0.0, min_score: float = 0.3
+             ) -> list[FoundFace]:
+        """Faces at least ``min_size`` px and ``min_score`` confident (HOG SVM margin; below 0.3 dlib mostly
+        finds face-like patterns such as a mission patch on a suit)."""
+        rects, scores, _ = self._detector.run(np.ascontiguousarray(image_u8), self.upsample, 0.0)
+        boxes = [np.array([r.left(), r.top(), r.right(), r.bottom()], np.float64)
+                 for r, sc in zip(rects, scores, strict=True) if sc >= min_score]
         boxes = [b for b in boxes if np.sqrt((b[2] - b[0]) * (b[3] - b[1])) >= min_size]
         return [self.describe(image_u8, b, embed) for b in boxes]
 

@@ -156,6 +156,21 @@ def high_frequency_energy(lin: np.ndarray, region: np.ndarray, sigma: float = 1.
     return float((fine[sel] ** 2).mean()) if sel.any() else float("nan")
 
 
+def skin_region(lm68: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Boolean (H, W) skin of a face: the convex hull of jaw and brows (landmarks 0-26) less the eyes, the brows
+    and the outer lips, each grown by 0.1 of the eye distance."""
+    lm = np.asarray(lm68, np.float64)
+    region = np.zeros(shape, np.uint8)
+    cv2.fillConvexPoly(region, cv2.convexHull(np.round(lm[:27]).astype(np.int32)), 1)
+    features = np.zeros(shape, np.uint8)
+    for idx in (range(36, 42), range(42, 48), range(48, 60), range(17, 22), range(22, 27)):
+        cv2.fillConvexPoly(features, cv2.convexHull(np.round(lm[list(idx)]).astype(np.int32)), 1)
+    grow = int(round(0.1 * eye_distance(lm)))
+    if grow >= 1:
+        features = cv2.dilate(features, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1,) * 2))
+    return (region > 0) & (features == 0)
+
+
 def sharpness_ratio(result: np.ndarray, plate: np.ndarray, skin: np.ndarray) -> float:
     """Sharpness figure: high-frequency energy of L* inside the skin (high_frequency_energy), result over plate.
     Below 1 the face is softer than the plate was there, above 1 sharper."""

@@ -1,0 +1,269 @@
+"""``python -m engine quality``: render a shot with the engine (the same entry point as ``swap``), read the EXRs
+back, measure every frame with an independent face analysis, and write ``report.md`` plus PNG contact sheets.
+
+With ``--reference poisson`` the classic tutorial swap is computed on the same frames and faces and measured the
+same way, as a reference row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.errors import EngineError
+from engine.io import colour
+from engine.io.exr import read_exr
+from engine.io.plates import Plate
+from engine.job import ImageInput, SwapJob
+from engine.outputs import output_name
+from engine.quality import metrics
+from engine.quality.faces import FaceAnalyser, FoundFace, read_rgb, to_u8
+from engine.quality.reference_poisson import poisson_swap
+from engine.quality.sheets import write_face_sheet, write_frame_sheet
+
+MIN_FACE = 30.0  # faces smaller than this (box side, px) are not measured: dlib's landmarks are unreliable there
+
+
+@dataclass
+class FaceRow:
+    frame: int
+    box: np.ndarray
+    de76: float
+    de00: float
+    sharpness: float
+    d_source: float
+    d_original: float
+    expression: float
+
+
+@dataclass
+class Run:
+    """One row of the report: the engine's result or a reference swap, measured frame by frame."""
+
+    name: str
+    results: dict[int, np.ndarray] = field(default_factory=dict)  # linear Rec.709 RGB per frame
+    mattes: dict[int, np.ndarray] = field(default_factory=dict)
+    faces: list[FaceRow] = field(default_factory=list)
+    edge: list[float] = field(default_factory=list)
+    untouched: list[float] = field(default_factory=list)
+    coverage: list[float] = field(default_factory=list)
+
+
+def render(sources: list[str], target: str, frames: tuple[int | None, int | None], out_dir: str,
+           settings: dict) -> str:
+    """Render with the engine exactly as ``python -m engine swap --composite`` would; returns the EXR folder."""
+    from engine.pipeline import Engine  # the heavy engine loads only when a report renders
+
+    render_dir = os.path.join(out_dir, "render")
+    job = SwapJob(sources=[ImageInput(path=s) for s in sources], plate=ImageInput(path=target),
+                  output_dir=render_dir, settings={**settings, "output_mode": "composite"},
+                  frame_start=frames[0], frame_end=frames[1])
+    Engine().run(job)
+    return render_dir
+
+
+def _exr_is_half(path: str) -> bool:
+    import OpenImageIO as oiio
+
+    inp = oiio.ImageInput.open(path)
+    if inp is None:
+        raise EngineError(f"cannot read '{path}'", "check the render folder")
+    try:
+        return inp.spec().format.basetype == oiio.HALF
+    finally:
+        inp.close()
+
+
+def source_identity(analyser: FaceAnalyser, sources: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean dlib embedding of the sources, the largest source photo uint8, its 68 landmarks)."""
+    embs, best = [], None
+    for path in sources:
+        img = read_rgb(path)
+        found = analyser.find(img, embed=True)
+        if not found:
+            raise EngineError(f"no face found in the source photo '{path}'", "use a photo with a clear frontal face")
+        face = max(found, key=lambda f: f.box[2] - f.box[0])
+        embs.append(face.embedding)
+        if best is None or face.box[2] - face.box[0] > best[1].box[2] - best[1].box[0]:
+            best = (img, face)
+    return np.mean(embs, axis=0), best[0], best[1].lm68
+
+
+def measure_frame(run: Run, frame: int, plate709: np.ndarray, plate_faces: list[FoundFace], result709: np.ndarray,
+                  matte: np.ndarray, analyser: FaceAnalyser, source_emb: np.ndarray) -> None:
+    """Every per-frame figure of one run at the plate's faces found by the independent detector run."""
+    run.results[frame] = result709
+    run.mattes[frame] = matte
+    run.coverage.append(metrics.coverage([f.box for f in plate_faces], matte))
+    run.edge.append(metrics.edge_ratio(result709, plate709, matte))
+    result_u8 = to_u8(colour.srgb_encode(result709))
+    for face in plate_faces:
+        if metrics.coverage([face.box], matte) < 1.0:
+            continue  # this face was not replaced: nothing to measure on it
+        de76, de00 = metrics.skin_delta_e(plate709, result709, face.lm68)
+        skin = metrics.skin_region(face.lm68, matte.shape) & (matte >= 0.5)
+        seen = analyser.describe(result_u8, face.box, embed=True)
+        ids = metrics.identity_figures([seen.embedding], source_emb, [face.embedding])
+        run.faces.append(FaceRow(frame, face.box, de76, de00, metrics.sharpness_ratio(result709, plate709, skin),
+                                 ids["to_source"], ids["to_original"],
+                                 metrics.expression_error(seen.lm68, face.lm68)))
+
+
+def summary(run: Run, plates: dict[int, np.ndarray]) -> dict[str, float]:
+    rows = run.faces
+    frames = sorted(run.results)
+    de76 = np.array([r.de76 for r in rows]) if rows else np.array([np.nan])
+    de00 = np.array([r.de00 for r in rows]) if rows else np.array([np.nan])
+
+    def mean(values: list[float]) -> float:
+        v = np.array(values, np.float64)
+        return float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
+
+    return {
+        "frames": len(frames), "faces": len(rows),
+        "coverage": mean(run.coverage),
+        "dE76 median": float(np.nanmedian(de76)) if rows else float("nan"),
+        "dE76 p90": float(np.nanpercentile(de76, 90)) if rows else float("nan"),
+        "dE00 median": float(np.nanmedian(de00)) if rows else float("nan"),
+        "dE00 p90": float(np.nanpercentile(de00, 90)) if rows else float("nan"),
+        "edge ratio": mean(run.edge),
+        "flicker ratio": metrics.flicker_ratio([run.results[f] for f in frames], [plates[f] for f in frames],
+                                               [run.mattes[f] for f in frames]),
+        "sharpness ratio": mean([r.sharpness for r in rows]),
+        "identity to source": mean([r.d_source for r in rows]),
+        "identity to original": mean([r.d_original for r in rows]),
+        "closer to source": mean([float(r.d_source < r.d_original) for r in rows]),
+        "expression error": mean([r.expression for r in rows]),
+        "untouched bit-exact": float(np.nanmin(run.untouched)) if run.untouched else float("nan"),
+    }
+
+
+DEFINITIONS = [
+    ("coverage", metrics.coverage), ("dE76 / dE00", metrics.skin_delta_e), ("cheek patches", metrics.cheek_patches),
+    ("edge ratio", metrics.edge_ratio), ("flicker ratio", metrics.flicker_ratio),
+    ("sharpness ratio", metrics.sharpness_ratio), ("skin region", metrics.skin_region),
+    ("identity", metrics.identity_figures), ("expression error", metrics.expression_error),
+    ("mouth open ratio", metrics.mouth_open_ratio), ("untouched bit-exact", metrics.untouched_bit_exact),
+]
+
+
+def write_markdown(path: str, command: str, rows: dict[str, dict[str, float]], notes: list[str]) -> None:
+    keys = list(next(iter(rows.values())))
+    lines = ["# Quality report", "", f"Command: `{command}`", "",
+             "| run | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+    for name, fig in rows.items():
+        lines.append(f"| {name} | " + " | ".join(f"{fig[k]:.3f}" if isinstance(fig[k], float) else str(fig[k])
+                                                 for k in keys) + " |")
+    lines += ["", "Contact sheets: `frames.png` (plate | composite | matte overlay | reference if asked), "
+              "`faces.png` (each measured face: plate crop | composite crop | reference crop).", ""]
+    lines += [f"- {n}" for n in notes]
+    lines += ["", "## Definitions", ""]
+    for name, fn in DEFINITIONS:
+        doc = " ".join((fn.__doc__ or "").split())
+        lines.append(f"- **{name}** (`metrics.{fn.__name__}`): {doc}")
+    lines.append("")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines))
+
+
+def run_report(sources: list[str], target: str, frames: tuple[int | None, int | None], output: str,
+               reference: str | None, settings: dict, command: str) -> dict[str, dict[str, float]]:
+    os.makedirs(output, exist_ok=True)
+    render_dir = render(sources, target, frames, output, settings)
+    analyser = FaceAnalyser()
+    source_emb, source_u8, source_lm = source_identity(analyser, sources)
+    plate = Plate(ImageInput(path=target))
+    engine_run, ref_run = Run("engine"), Run(f"reference {reference}") if reference else None
+    plates: dict[int, np.ndarray] = {}
+    faces_by_frame: dict[int, list[FoundFace]] = {}
+    try:
+        first = frames[0] if frames[0] is not None else plate.frames[0]
+        last = frames[1] if frames[1] is not None else plate.frames[-1]
+        for f in range(first, last + 1):
+            rgba, gamut = plate.read(f)
+            plate709 = colour.to_rec709(np.ascontiguousarray(rgba[..., :3]), gamut)
+            plate_u8 = to_u8(colour.srgb_encode(plate709))
+            plate_faces = [x for x in analyser.find(plate_u8, embed=True) if x.box[2] - x.box[0] >= MIN_FACE]
+            plates[f], faces_by_frame[f] = plate709, plate_faces
+            path = os.path.join(render_dir, output_name(f))
+            px, names, _ = read_exr(path)
+            ch = {n: px[..., i] for i, n in enumerate(names)}
+            comp = np.stack([ch["R"], ch["G"], ch["B"]], axis=-1)
+            matte = ch.get("FaceMatte.A", np.zeros(comp.shape[:2], np.float32))
+            # Untouched pixels are compared at the EXR's own precision (half unless the plate is 32-bit float).
+            stored = rgba[..., :3].astype(np.float16).astype(np.float32) if _exr_is_half(path) else rgba[..., :3]
+            engine_run.untouched.append(metrics.untouched_bit_exact(comp, stored, matte))
+            measure_frame(engine_run, f, plate709, plate_faces, colour.to_rec709(comp, gamut), matte, analyser,
+                          source_emb)
+            if ref_run is not None:
+                result_u8, ref_matte = plate_u8.copy(), np.zeros(matte.shape, np.float32)
+                for face in plate_faces:
+                    if metrics.coverage([face.box], matte) < 1.0:
+                        continue  # the reference replaces the same faces as the engine
+                    result_u8, m = poisson_swap(source_u8, source_lm, result_u8, face.lm68)
+                    ref_matte = np.maximum(ref_matte, m)
+                ref_run.untouched.append(metrics.untouched_bit_exact(result_u8, plate_u8, ref_matte))
+                measure_frame(ref_run, f, plate709, plate_faces, colour.srgb_decode(result_u8 / 255.0), ref_matte,
+                              analyser, source_emb)
+    finally:
+        plate.close()
+    rows = {"engine": summary(engine_run, plates)}
+    if ref_run is not None:
+        rows[ref_run.name] = summary(ref_run, plates)
+    write_frame_sheet(os.path.join(output, "frames.png"), plates, engine_run, ref_run)
+    write_face_sheet(os.path.join(output, "faces.png"), plates, faces_by_frame, engine_run, ref_run)
+    notes = [f"Faces narrower than {MIN_FACE:.0f} px are not measured.",
+             "Independent detector run: dlib HOG detector, 68 landmarks and 128-d recognizer on the plate "
+             "(sRGB, 8-bit); result landmarks and embeddings at the plate's face boxes.",
+             "The reference row's untouched pixels are compared at its own 8-bit output precision."]
+    write_markdown(os.path.join(output, "report.md"), command, rows, notes)
+    return rows
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m engine quality",
+                                description="Render a plate with the engine and write a quality report (report.md "
+                                            "and contact sheets) into a folder.")
+    p.add_argument("--source", action="append", required=True, metavar="PHOTO", help="source photo; repeatable")
+    p.add_argument("--target", required=True, metavar="PLATE", help="plate: image, sequence or movie")
+    p.add_argument("--frames", metavar="FIRST-LAST", help="frame range (default: the whole plate)")
+    p.add_argument("--reference", choices=["poisson"], help="add the classic tutorial swap as a reference row")
+    p.add_argument("--output", required=True, metavar="DIR", help="report folder (created if missing)")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="an engine setting for the render, e.g. --set colour_match=gain; repeatable")
+    return p
+
+
+def _settings(pairs: list[str]) -> dict:
+    from engine import settings as schema
+
+    by_name = {s.name: s for s in schema.SCHEMA}
+    out = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        s = by_name.get(name.strip())
+        if s is None or not _:
+            raise EngineError(f"'--set {pair}' is not a setting", f"use NAME=VALUE with one of: {', '.join(by_name)}")
+        kind = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true", "on", "yes")}
+        out[s.name] = kind.get(s.kind, str)(value.strip())
+    return out
+
+
+def main(argv: list[str]) -> int:
+    from engine.job import parse_frames
+
+    args = build_parser().parse_args(argv)
+    try:
+        rows = run_report(args.source, args.target, parse_frames(args.frames), args.output, args.reference,
+                          _settings(args.set), "python -m engine quality " + " ".join(argv))
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for name, fig in rows.items():
+        print(name + ": " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in fig.items()))
+    print(f"wrote {os.path.join(args.output, 'report.md')}")
+    return 0

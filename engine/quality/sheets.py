@@ -1,0 +1,98 @@
+"""PNG contact sheets of a quality report: whole frames (plate | composite | matte overlay | reference) and
+before/after crops of every measured face."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import cv2
+import numpy as np
+
+from engine.io.colour import srgb_encode
+from engine.quality.faces import FoundFace, to_u8
+
+if TYPE_CHECKING:  # the report imports this module; only the type is needed here
+    from engine.quality.report import Run
+
+SHEET_FRAMES = 6
+TILE_W = 480
+FACE_TILE = 160
+
+
+def _u8(lin: np.ndarray) -> np.ndarray:
+    return to_u8(srgb_encode(lin))
+
+
+def _label(img: np.ndarray, text: str) -> np.ndarray:
+    img = np.ascontiguousarray(img)
+    cv2.putText(img, text, (6, 18), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (0, 0, 0), 3, cv2.LINE_AA)
+    cv2.putText(img, text, (6, 18), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (255, 255, 0), 1, cv2.LINE_AA)
+    return img
+
+
+def _fit(img: np.ndarray, width: int) -> np.ndarray:
+    s = width / img.shape[1]
+    return cv2.resize(img, (width, max(1, int(round(img.shape[0] * s)))), interpolation=cv2.INTER_AREA)
+
+
+def overlay(plate_u8: np.ndarray, matte: np.ndarray) -> np.ndarray:
+    """The plate with the matte tinted magenta and its 0.5 contour drawn."""
+    out = plate_u8.astype(np.float32)
+    tint = np.array([255.0, 0.0, 255.0])
+    out = out * (1 - 0.45 * matte[..., None]) + tint * 0.45 * matte[..., None]
+    out = np.clip(out, 0, 255).astype(np.uint8)
+    contours, _ = cv2.findContours((matte >= 0.5).astype(np.uint8), cv2.RETR_LIST, cv2.CHAIN_APPROX_NONE)
+    cv2.drawContours(out, contours, -1, (255, 255, 0), 1)
+    return out
+
+
+def _sampled(frames: list[int]) -> list[int]:
+    if len(frames) <= SHEET_FRAMES:
+        return frames
+    return [frames[int(round(i))] for i in np.linspace(0, len(frames) - 1, SHEET_FRAMES)]
+
+
+def _write(path: str, rgb: np.ndarray) -> None:
+    if not cv2.imwrite(path, np.ascontiguousarray(rgb[..., ::-1])):
+        raise OSError(f"cannot write the contact sheet '{path}'")
+
+
+def write_frame_sheet(path: str, plates: dict[int, np.ndarray], run: Run, ref: Run | None) -> None:
+    rows = []
+    for f in _sampled(sorted(run.results)):
+        plate = _u8(plates[f])
+        tiles = [_label(_fit(plate, TILE_W), f"plate {f}"), _label(_fit(_u8(run.results[f]), TILE_W), "engine"),
+                 _label(_fit(overlay(plate, run.mattes[f]), TILE_W), "FaceMatte")]
+        if ref is not None:
+            tiles.append(_label(_fit(_u8(ref.results[f]), TILE_W), ref.name))
+        rows.append(np.hstack(tiles))
+    if rows:
+        _write(path, np.vstack(rows))
+
+
+def _face_crop(img: np.ndarray, box: np.ndarray) -> np.ndarray:
+    x0, y0, x1, y1 = box
+    cx, cy, half = (x0 + x1) / 2, (y0 + y1) / 2, 0.8 * max(x1 - x0, y1 - y0)
+    m = np.array([[FACE_TILE / (2 * half), 0, FACE_TILE / 2 - cx * FACE_TILE / (2 * half)],
+                  [0, FACE_TILE / (2 * half), FACE_TILE / 2 - cy * FACE_TILE / (2 * half)]])
+    return cv2.warpAffine(img, m, (FACE_TILE, FACE_TILE), flags=cv2.INTER_AREA, borderMode=cv2.BORDER_CONSTANT)
+
+
+def write_face_sheet(path: str, plates: dict[int, np.ndarray], faces: dict[int, list[FoundFace]], run: Run,
+                     ref: Run | None, max_faces: int = 24) -> None:
+    rows = []
+    measured = {(r.frame, tuple(r.box)) for r in run.faces}
+    for f in _sampled(sorted(run.results)):
+        for face in faces.get(f, []):
+            if (f, tuple(face.box)) not in measured or len(rows) >= max_faces:
+                continue
+            tiles = [_label(_face_crop(_u8(plates[f]), face.box), f"plate {f}"),
+                     _label(_face_crop(_u8(run.results[f]), face.box), "engine")]
+            if ref is not None:
+                tiles.append(_label(_face_crop(_u8(ref.results[f]), face.box), "reference"))
+            rows.append(np.hstack(tiles))
+    if rows:
+        per_row = 3
+        blank = np.zeros_like(rows[0])
+        rows += [blank] * (-len(rows) % per_row)
+        _write(path, np.vstack([np.hstack(rows[i:i + per_row]) for i in range(0, len(rows), per_row)]))
