@@ -17,6 +17,8 @@ from engine.errors import EngineError
 
 
 def _interpreter_class():
+    # Imported on first use: a missing package becomes an EngineError saying how to install it, and importing
+    # this module stays cheap for code that only lists models.
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError as exc:
