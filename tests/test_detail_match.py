@@ -1,0 +1,61 @@
+"""Detail that matches the plate (engine/stages/detail_match.py): a soft plate gets a soft face, grain matched."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from engine.io import colour
+from engine.stages import detail_match as dm
+from engine.stages import lighting
+from tests.test_lighting import face_crop, landmarks, load, swap
+
+
+def _case(blur: float = 0.0, noise: float = 0.0):
+    t = load("astronaut")
+    if blur:
+        t = cv2.GaussianBlur(t, (0, 0), blur)
+    if noise:
+        t = colour.srgb_decode(colour.srgb_encode(t) + np.random.default_rng(5).normal(0, noise, t.shape)
+                               .astype(np.float32))
+    c = face_crop(t, landmarks(load("astronaut"))[0])
+    src = load("paul_rudd")
+    return lighting.relight(swap(src, landmarks(src, 0)[0], c), c["lin"], c["skin"], c["scale"]), c
+
+
+@pytest.mark.parametrize("blur", [1.5, 3.0])
+def test_a_blurred_plate_makes_the_face_blurred_to_within_a_ratio(blur):
+    face, c = _case(blur=blur)
+    e_plate = dm.hf_energy(c["lin"], c["skin"], c["plate_px"])
+    assert dm.hf_energy(face, c["skin"], c["plate_px"]) > 3 * e_plate  # the sharp source
+    out = dm.match_detail(face, c["lin"], c["skin"], c["scale"], plate_px=c["plate_px"], add_grain=False)
+    assert 0.8 < dm.hf_energy(out, c["skin"], c["plate_px"]) / e_plate <= 1.0
+
+
+def test_a_face_softer_than_the_plate_is_never_sharpened():
+    face, c = _case()
+    soft = cv2.GaussianBlur(face, (0, 0), 2.0)
+    out = dm.match_detail(soft, c["lin"], c["skin"], c["scale"], plate_px=c["plate_px"], add_grain=False)
+    assert np.array_equal(out, soft)
+
+
+def test_plate_grain_is_matched_and_changes_with_the_seed():
+    face, c = _case(noise=0.03)
+    out = dm.match_detail(face, c["lin"], c["skin"], c["scale"], plate_px=c["plate_px"], seed=7)
+    want = dm.grain_level(c["lin"], c["skin"])
+    assert dm.grain_level(face, c["skin"]).mean() < 0.7 * want.mean()
+    assert dm.grain_level(out, c["skin"]) == pytest.approx(want, rel=0.15)
+    again = dm.match_detail(face, c["lin"], c["skin"], c["scale"], plate_px=c["plate_px"], seed=7)
+    other = dm.match_detail(face, c["lin"], c["skin"], c["scale"], plate_px=c["plate_px"], seed=8)
+    assert np.array_equal(out, again) and not np.array_equal(out, other)
+    ratio = dm.hf_energy(out, c["skin"], c["plate_px"]) / dm.hf_energy(c["lin"], c["skin"], c["plate_px"])
+    assert 0.8 < ratio < 1.25
+
+
+def test_bad_input_says_what_is_wrong():
+    face, c = _case()
+    with pytest.raises(ValueError, match="one crop matrix"):
+        dm.match_detail(face, c["lin"][:-1], c["skin"], c["scale"])
+    with pytest.raises(ValueError, match="empty"):
+        dm.hf_energy(face, np.zeros_like(c["skin"]))
