@@ -54,6 +54,22 @@ def _microphone(crop: np.ndarray, lm: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return out, shape > 0
 
 
+def _hand(crop: np.ndarray, lm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A hand of a darker-skinned person over mouth and chin: a palm and four fingers pointing up."""
+    out = crop.copy()
+    shape = np.zeros(crop.shape[:2], np.uint8)
+    mouth = lm[48:60].mean(0)
+    w = np.linalg.norm(lm[16] - lm[0])
+    palm = (int(mouth[0] - 0.05 * w), int(mouth[1] + 0.25 * w))
+    cv2.ellipse(shape, palm, (int(0.22 * w), int(0.18 * w)), 0, 0, 360, 1, -1)
+    for k in range(4):
+        x = int(palm[0] - 0.15 * w + k * 0.1 * w)
+        tip = (x + int(0.04 * w), int(mouth[1] - 0.12 * w + abs(k - 1.5) * 0.04 * w))
+        cv2.line(shape, (x, palm[1]), tip, 1, int(0.075 * w))
+    out[shape > 0] = (0.30, 0.20, 0.15)
+    return out, shape > 0
+
+
 def _skin(lm: np.ndarray, size: int) -> np.ndarray:
     pts = points78(lm)
     scale = geometry68.face_scale(pts)
@@ -63,9 +79,10 @@ def _skin(lm: np.ndarray, size: int) -> np.ndarray:
     return inner & ~feats
 
 
-def test_a_microphone_over_the_mouth_keeps_the_plate_and_the_rest_of_the_skin_stays_swapped(face):
+@pytest.mark.parametrize("draw", [_microphone, _hand], ids=["microphone", "hand"])
+def test_an_occluder_over_the_mouth_keeps_the_plate_and_the_rest_of_the_skin_stays_swapped(face, draw):
     crop, lm, model = face
-    occluded, mic = _microphone(crop, lm)
+    occluded, mic = draw(crop, lm)
     matte = occlusion_matte(occluded, lm, model)
     outline = geometry68.hull_mask(points78(lm), crop.shape[0]) > 0.5
     core = cv2.erode(mic.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0  # outside a 2 px feather

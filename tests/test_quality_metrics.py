@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
 from engine.quality import metrics
+from engine.quality.faces import FaceAnalyser, read_rgb
+from engine.quality.reference_poisson import poisson_swap
 from engine.stages.colour_match import lab_to_lin
+from tests.conftest import run_cli
 
 # Pairs from Sharma, Wu and Dalal (2005), "The CIEDE2000 color-difference formula", Table 1.
 SHARMA = [
@@ -112,8 +116,6 @@ def test_sharpness_ratio_is_one_for_identical_images_and_falls_for_a_softened_fa
     plate = _grey_from_l(50.0 + rng.normal(0, 4, (120, 120)))
     skin = np.ones((120, 120))
     assert metrics.sharpness_ratio(plate, plate.copy(), skin) == pytest.approx(1.0)
-    import cv2
-
     soft = cv2.GaussianBlur(plate.astype(np.float32), (0, 0), 2.0).astype(np.float64)
     assert metrics.sharpness_ratio(soft, plate, skin) < 0.2
 
@@ -153,3 +155,36 @@ def test_coverage_is_the_share_of_faces_under_the_matte():
     boxes = [np.array([10, 10, 60, 60]), np.array([120, 20, 170, 70])]
     assert metrics.coverage(boxes, matte) == 0.5
     assert np.isnan(metrics.coverage([], matte))
+
+
+def test_the_poisson_reference_changes_only_the_hull_of_the_target_landmarks(photos):
+    analyser = FaceAnalyser()
+    target = read_rgb(photos["astronaut"])
+    source = read_rgb(photos["tom_hanks"])
+    t_face = max(analyser.find(target), key=lambda f: f.box[2] - f.box[0])
+    s_face = max(analyser.find(source), key=lambda f: f.box[2] - f.box[0])
+    result, mask = poisson_swap(source, s_face.lm68, target, t_face.lm68)
+    hull = np.zeros(target.shape[:2], np.uint8)
+    cv2.fillConvexPoly(hull, cv2.convexHull(np.round(t_face.lm68).astype(np.int32)), 1)
+    assert np.array_equal(mask > 0, hull > 0)  # the whole hull, not a ring
+    assert np.array_equal(result[mask == 0], target[mask == 0])
+    assert np.abs(result[mask > 0].astype(int) - target[mask > 0]).mean() > 5  # the face really changed
+
+
+def test_the_quality_command_renders_measures_and_writes_report_and_sheets(tmp_path, photos):
+    out = tmp_path / "report"
+    proc = run_cli("quality", "--source", photos["tom_hanks"], "--target", photos["astronaut"],
+                   "--reference", "poisson", "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    text = (out / "report.md").read_text()
+    assert "| engine |" in text and "| reference poisson |" in text
+    assert "**edge ratio** (`metrics.edge_ratio`)" in text  # every figure is defined in the report
+    row = next(line for line in text.splitlines() if line.startswith("| engine |")).split("|")[2:-1]
+    header = next(line for line in text.splitlines() if line.startswith("| run |")).split("|")[2:-1]
+    figures = dict(zip([h.strip() for h in header], [float(v) for v in row], strict=True))
+    assert figures["faces"] == 1 and figures["coverage"] == 1.0  # the astronaut, not her mission patch
+    assert figures["untouched bit-exact"] == 1.0
+    assert 0.0 < figures["dE76 median"] < 40.0
+    for sheet in ("frames.png", "faces.png"):
+        img = cv2.imread(str(out / sheet))
+        assert img is not None and img.shape[0] >= 160
