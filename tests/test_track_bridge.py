@@ -75,6 +75,7 @@ def _bridge_check(frames: list[np.ndarray], truth: list[np.ndarray]) -> tuple[np
     out = bridge_track(holes, frames)
     assert [out.method[i] for i in GAP] == [FLOW] * 5
     assert out.method[GAP[0] - 1] == MEASURED and out.landmarks[0] is truth[0]
+    assert all(0.5 <= out.support[i] <= 1.0 for i in GAP) and out.support[0] is None
     return _errors(truth, out.landmarks, GAP), _errors(truth, _linear(truth), GAP)
 
 
@@ -108,6 +109,7 @@ def test_similarity_path_fills_the_gap_when_flow_finds_nothing():
     pts: list[np.ndarray | None] = [base, None, None, None, None, None, base * 1.2 + 10]
     out = bridge_track(pts, frames)
     assert out.method == [MEASURED] + [SIMILARITY] * 5 + [MEASURED]
+    assert out.support[1:6] == [0.0] * 5
     np.testing.assert_allclose(out.landmarks[3], interpolate_similarity(base, base * 1.2 + 10, 0.5))
 
 

@@ -38,6 +38,9 @@ class BridgeSettings:
 class Bridged:
     landmarks: list[Landmarks | None]  # per frame: measured, bridged, or still None (track ends, long gaps)
     method: list[str | None]  # MEASURED, FLOW, SIMILARITY or None, per frame
+    # per bridged frame: the fraction of points that optical flow followed (blended like the points; 0 on the
+    # similarity path), for the track's per-frame confidence; None where nothing was bridged
+    support: list[float | None]
 
 
 def _frame(frames: FrameSource, i: int) -> np.ndarray:
@@ -124,26 +127,26 @@ def _carry(frames: FrameSource, start: Landmarks, order: list[int], st: BridgeSe
 
 
 def bridge_gap(frames: FrameSource, first: int, first_pts: Landmarks, last: int, last_pts: Landmarks,
-               settings: BridgeSettings = BridgeSettings()) -> list[tuple[Landmarks, str]]:
-    """Landmarks for the frames first + 1 .. last - 1, with the method used for each."""
+               settings: BridgeSettings = BridgeSettings()) -> list[tuple[Landmarks, str, float]]:
+    """Landmarks for the frames first + 1 .. last - 1, with the method used and the flow support of each."""
     inner = list(range(first + 1, last))
     if not inner:
         return []
     fwd = _carry(frames, first_pts, [first] + inner, settings)
     bwd = _carry(frames, last_pts, [last] + inner[::-1], settings)[::-1]
-    out: list[tuple[Landmarks, str]] = []
+    out: list[tuple[Landmarks, str, float]] = []
     for k, t in enumerate(inner):
         w = (t - first) / (last - first)
         f, b = fwd[k], bwd[k]
         if f is not None and b is not None:
-            out.append(((1.0 - w) * f[0] + w * b[0], FLOW))
+            out.append(((1.0 - w) * f[0] + w * b[0], FLOW, (1.0 - w) * f[1] + w * b[1]))
         elif f is not None or b is not None:
             # one direction lost the face: lean on it only near its own end, the similarity path elsewhere
-            one, wo = (f[0], 1.0 - w) if f is not None else (b[0], w)
+            (one, good), wo = (f, 1.0 - w) if f is not None else (b, w)
             sim = interpolate_similarity(first_pts, last_pts, w)
-            out.append((wo * one + (1.0 - wo) * sim, FLOW))
+            out.append((wo * one + (1.0 - wo) * sim, FLOW, wo * good))
         else:
-            out.append((interpolate_similarity(first_pts, last_pts, w), SIMILARITY))
+            out.append((interpolate_similarity(first_pts, last_pts, w), SIMILARITY, 0.0))
     return out
 
 
@@ -160,9 +163,11 @@ def bridge_track(landmarks: Sequence[Landmarks | None], frames: FrameSource,
         raise ValueError(f"landmarks must all be (K, 2) arrays of one K, got shapes {sorted(shapes)}")
     out = list(pts)
     method: list[str | None] = [None if p is None else MEASURED for p in pts]
+    support: list[float | None] = [None] * len(pts)
     known = [i for i, p in enumerate(pts) if p is not None]
     for a, b in zip(known[:-1], known[1:], strict=True):
         if 1 < b - a <= settings.max_gap + 1:
-            for t, (p, m) in zip(range(a + 1, b), bridge_gap(frames, a, pts[a], b, pts[b], settings), strict=True):
-                out[t], method[t] = p, m
-    return Bridged(out, method)
+            for t, (p, m, g) in zip(range(a + 1, b), bridge_gap(frames, a, pts[a], b, pts[b], settings),
+                                    strict=True):
+                out[t], method[t], support[t] = p, m, g
+    return Bridged(out, method, support)
