@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,8 +19,26 @@ from engine.io import colour
 from engine.records import JobContext
 from engine.stages import track
 from engine.stages.contracts import Face
+from engine.stages.dlib_face import DETECTOR_ID, LANDMARKER_ID, RECOGNIZER_ID
 
 ANALYSIS_THREADS = 4  # frames detected at once (bounded by the CPU count)
+
+
+@dataclass(frozen=True)
+class FaceModels:
+    """The analysis models of a job, by model id; each is made by the registry."""
+
+    detector: str = DETECTOR_ID
+    landmarker: str = LANDMARKER_ID  # must give 68 landmarks (geometry, mattes and the geometric swapper use them)
+    recognizer: str = RECOGNIZER_ID
+
+
+DEFAULT_FACE_MODELS = FaceModels()
+
+
+def face_models(s: Any) -> FaceModels:
+    """The analysis models settings ``s`` choose: the one place a detector or landmarker setting is read."""
+    return DEFAULT_FACE_MODELS
 
 
 def usable_cpus() -> int:
@@ -44,6 +63,7 @@ def frames_needed(ctx: JobContext, todo: list[int]) -> list[int]:
 def analyse_frames(engine: Any, ctx: JobContext, need: list[int], embed: bool) -> dict[int, list[Face]]:
     """Faces per frame, left to right, with 68 landmarks (and embeddings when ``embed``)."""
     s = ctx.settings
+    models = face_models(s)
     raw: dict[int, list[Face]] = {}
     workers = max(1, min(usable_cpus(), ANALYSIS_THREADS))
     in_flight: deque[tuple[int, np.ndarray, Future]] = deque()
@@ -54,7 +74,7 @@ def analyse_frames(engine: Any, ctx: JobContext, need: list[int], embed: bool) -
 
     def collect() -> None:
         f, u8, fut = in_flight.popleft()
-        raw[f] = engine.describe_faces(u8, fut.result(), embed)
+        raw[f] = engine.describe_faces(u8, fut.result(), embed, models)
         fresh.append(f)
         progress()
 
@@ -70,7 +90,7 @@ def analyse_frames(engine: Any, ctx: JobContext, need: list[int], embed: bool) -
                     continue
                 rgba, gamut = ctx.plate.read(f)
                 u8 = to_u8(colour.linear_to_model(rgba[..., :3], gamut))
-                in_flight.append((f, u8, pool.submit(engine.detect_u8, u8, s.detector_upsample)))
+                in_flight.append((f, u8, pool.submit(engine.detect_u8, u8, s.detector_upsample, models)))
                 if len(in_flight) > workers:
                     collect()
             while in_flight:

@@ -7,21 +7,20 @@ and frames already in a folder are never recomputed.
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import os
-import re
 from typing import Any
 
 from . import __version__
 from . import settings as settings_schema
+from .frame_pattern import sequence_files
 
 
 def file_identity(path: str) -> dict[str, Any]:
     """Cheap identity of a media file or sequence: resolved path(s), sizes and modification times."""
-    pattern = _as_glob(path)
-    files = sorted(glob.glob(pattern)) if pattern != path else [path]
+    frames = sequence_files(path)
+    files = [path] if frames is None else [frames[f] for f in sorted(frames)]
     ident = []
     for f in files:
         try:
@@ -30,17 +29,6 @@ def file_identity(path: str) -> dict[str, Any]:
         except OSError:
             ident.append([os.path.abspath(f), -1, -1])
     return {"pattern": os.path.abspath(path), "files": ident}
-
-
-def _as_glob(path: str) -> str:
-    """plate.####.exr and plate.%04d.png patterns as a glob; a plain path unchanged."""
-    g = re.sub(r"#+", lambda m: "[0-9]" * len(m.group(0)), path)
-    g = re.sub(r"%0?(\d*)d", lambda m: "[0-9]" * int(m.group(1) or 1) + "*" * (not m.group(1)), g)
-    return g
-
-
-def bytes_digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def source_identity(sources: list[dict[str, Any]]) -> list[list[str]]:

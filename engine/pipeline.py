@@ -21,7 +21,7 @@ import numpy as np
 
 from engine import audit
 from engine import settings as schema
-from engine.analysis import analyse_frames, frames_needed, to_u8, tracks_of
+from engine.analysis import DEFAULT_FACE_MODELS, FaceModels, analyse_frames, frames_needed, to_u8, tracks_of
 from engine.colour_window import ColourWindow, composite_frame
 from engine.errors import EngineError, JobCancelled
 from engine.face_steps import align, mattes, refine_crops, swap
@@ -36,7 +36,6 @@ from engine.sources import SourceTexture, analyse_sources
 from engine.stages import registry
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, warp_crop
 from engine.stages.contracts import Face, SourceIdentity
-from engine.stages.dlib_face import DETECTOR_ID, LANDMARKER_ID, RECOGNIZER_ID
 from engine.stages.enhance_waifu2x import denoise_model
 from engine.writer import FrameWriter
 
@@ -58,7 +57,7 @@ class Engine:
         self.models_dir = models_dir
         self.providers = device or providers
         self._runtime = None
-        self._local = threading.local()  # per-thread HOG detectors (parallel detection)
+        self._local = threading.local()  # per-thread detectors (parallel detection)
         self._lock = threading.RLock()  # dlib's shape predictor and embedding net are shared under this lock
         # Bounded: a long-lived engine sees many sources over a session (edited photos, packed images).
         self._sources: OrderedDict[str, tuple[SourceIdentity, list[str]]] = OrderedDict()
@@ -74,24 +73,29 @@ class Engine:
                 self._runtime = Runtime(providers_spec=self.providers, models_dir=self.models_dir)
             return self._runtime
 
-    def analyse_u8(self, frame_u8: np.ndarray, upsample: int, embed: bool = False) -> list[Face]:
+    def analyse_u8(self, frame_u8: np.ndarray, upsample: int, embed: bool = False,
+                   models: FaceModels = DEFAULT_FACE_MODELS) -> list[Face]:
         """Faces of one 8-bit sRGB frame, left to right, with 68 landmarks (and embeddings if asked)."""
-        return self.describe_faces(frame_u8, self.detect_u8(frame_u8, upsample), embed)
+        return self.describe_faces(frame_u8, self.detect_u8(frame_u8, upsample, models), embed, models)
 
-    def detect_u8(self, frame_u8: np.ndarray, upsample: int) -> list[Face]:
-        """Face boxes only. Safe to call from several threads at once: each thread has its own HOG detector and
-        dlib releases the GIL while it scans, so frames are detected in parallel."""
-        det = getattr(self._local, "detector", None)
-        if det is None:
-            det = self._local.detector = registry.create("detect", DETECTOR_ID, self.runtime(), shared=False)
-        return det.detect(frame_u8, upsample)
+    def detect_u8(self, frame_u8: np.ndarray, upsample: int, models: FaceModels = DEFAULT_FACE_MODELS
+                  ) -> list[Face]:
+        """Face boxes only. Safe to call from several threads at once: each thread has its own detector (dlib
+        releases the GIL while it scans, so frames are detected in parallel)."""
+        detectors = self._local.__dict__.setdefault("detectors", {})
+        key = (models.detector, upsample)
+        if key not in detectors:
+            detectors[key] = registry.create("detect", models.detector, self.runtime(), shared=False,
+                                             offered={"upsample": upsample})
+        return detectors[key].detect(frame_u8)
 
-    def describe_faces(self, frame_u8: np.ndarray, faces: list[Face], embed: bool = False) -> list[Face]:
+    def describe_faces(self, frame_u8: np.ndarray, faces: list[Face], embed: bool = False,
+                       models: FaceModels = DEFAULT_FACE_MODELS) -> list[Face]:
         """Landmarks (and embeddings) of detected faces, sorted left to right."""
         with self._lock:
-            registry.create("landmarks", LANDMARKER_ID, self.runtime()).landmarks(frame_u8, faces)
+            registry.create("landmarks", models.landmarker, self.runtime()).landmarks(frame_u8, faces)
             if embed:
-                registry.create("recognize", RECOGNIZER_ID, self.runtime()).embed(frame_u8, faces)
+                registry.create("recognize", models.recognizer, self.runtime()).embed(frame_u8, faces)
         return sorted(faces, key=lambda f: f.centre[0])
 
     def source_identity(self, sources: list[ImageInput], warn: EventSink) -> SourceIdentity:
@@ -268,7 +272,7 @@ class Engine:
             thumb = to_u8(warp_crop(srgb, m, 96))
             out.append({"index": i, "box": [float(v) for v in face.box], "score": face.score,
                         "landmarks": face.landmarks68.tolist(),
-                        "embedding": face.embeddings[RECOGNIZER_ID].tolist(), "thumbnail": thumb})
+                        "embedding": face.embeddings[DEFAULT_FACE_MODELS.recognizer].tolist(), "thumbnail": thumb})
         return out
 
 

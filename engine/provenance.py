@@ -11,18 +11,19 @@ from typing import Any
 
 from engine import __version__
 from engine import settings as schema
+from engine.analysis import face_models
 from engine.models import catalogue, verify
 from engine.records import JobContext, PendingFrame
 from engine.stages import registry
-from engine.stages.dlib_face import DETECTOR_ID, LANDMARKER_ID, RECOGNIZER_ID
 from engine.stages.enhance_waifu2x import denoise_model
 
 
 def job_models(s: Any) -> list[str]:
     """Model ids a job with settings ``s`` loads for every frame (super-resolution is per frame)."""
-    ids = [DETECTOR_ID, LANDMARKER_ID]
+    analysis = face_models(s)
+    ids = [analysis.detector, analysis.landmarker]
     if s.face_selector == "reference":
-        ids.append(RECOGNIZER_ID)
+        ids.append(analysis.recognizer)
     picked = [s.swapper, s.face_enhancer] + [getattr(s, layer.setting) for layer in registry.MATTE_LAYERS]
     return _with_requirements(ids + [m for m in picked if m != "none"])
 

@@ -6,13 +6,13 @@ from typing import Any
 
 import numpy as np
 
-from engine.analysis import to_u8
+from engine.analysis import face_models, to_u8
 from engine.errors import EngineError
 from engine.io import colour
 from engine.records import JobContext
 from engine.stages import track
 from engine.stages.contracts import Face
-from engine.stages.dlib_face import RECOGNIZER_ID, identity_distance
+from engine.stages.dlib_face import identity_distance
 
 
 def select_faces(engine: Any, ctx: JobContext, raw: dict[int, list[Face]], tracks: list[track.Track],
@@ -61,10 +61,10 @@ def _select_tracks(engine: Any, ctx: JobContext, tracks: list[track.Track], raw:
         return _whole_tracks(tracks, {tid for tid in range(len(tracks))
                                       if picked.get(tid, 0) * 2 > seen.get(tid, 0)})
     ref = _reference_embedding(engine, ctx, raw)
+    rec = face_models(s).recognizer
     chosen = set()
     for tid, t in enumerate(tracks):
-        dists = [identity_distance(face.embeddings[RECOGNIZER_ID], ref) for face in t.values()
-                 if RECOGNIZER_ID in face.embeddings]
+        dists = [identity_distance(face.embeddings[rec], ref) for face in t.values() if rec in face.embeddings]
         if dists and float(np.median(dists)) < s.reference_distance:
             chosen.add(tid)
     return _whole_tracks(tracks, chosen)
@@ -81,9 +81,9 @@ def _reference_embedding(engine: Any, ctx: JobContext, raw: dict[int, list[Face]
     else:
         rgba, gamut = plate.read(f)
         faces = engine.analyse_u8(to_u8(colour.linear_to_model(rgba[..., :3], gamut)), s.detector_upsample,
-                                  embed=True)
+                                  embed=True, models=face_models(s))
     idx = s.reference_face
     if idx >= len(faces):
         raise EngineError(f"reference frame {f} has {len(faces)} face(s), so face index {idx} does not exist",
                           "pick a face index shown by the face picker (counted left to right from 0)")
-    return faces[idx].embeddings[RECOGNIZER_ID]
+    return faces[idx].embeddings[face_models(s).recognizer]

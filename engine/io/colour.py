@@ -113,10 +113,6 @@ def linear_to_model(lin: np.ndarray, gamut: str) -> np.ndarray:
     return np.clip(srgb_encode(to_rec709(lin, gamut)), 0.0, 1.0)
 
 
-def model_to_linear(enc: np.ndarray, gamut: str) -> np.ndarray:
-    return from_rec709(srgb_decode(enc), gamut)
-
-
 # Names of linear Rec.709 in Blender's config, the OCIO built-in configs and older ACES configs.
 _OCIO_REC709 = ("Linear Rec.709", "Linear Rec.709 (sRGB)", "lin_rec709_scene", "lin_rec709", "Utility - Linear - sRGB")
 

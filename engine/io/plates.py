@@ -6,20 +6,17 @@ has none), plus the gamut of that space. Pixels are never quantised on the way i
 
 from __future__ import annotations
 
-import glob
 import os
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from engine.errors import EngineError
+from engine.frame_pattern import sequence_files
 from engine.io import colour
 from engine.job import ImageInput
 
 MOVIE_EXTENSIONS = {".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v", ".mxf", ".mpg", ".mpeg", ".wmv", ".gif"}
-_HASHES = re.compile(r"#+")
-_PRINTF = re.compile(r"%0?(\d*)d")
 
 
 @dataclass
@@ -96,16 +93,6 @@ def _to_rgba(px: np.ndarray, names: list[str], alpha_channel: int) -> np.ndarray
     return out
 
 
-def frame_pattern_glob(path: str) -> tuple[str, re.Pattern[str]] | None:
-    """For plate.####.exr or plate.%04d.png: (glob, regex with the frame number as group 1)."""
-    m = _HASHES.search(path) or _PRINTF.search(path)
-    if m is None:
-        return None
-    head, tail = path[: m.start()], path[m.end():]
-    width = len(m.group(0)) if m.group(0).startswith("#") else int(m.group(1) or 1)
-    return head + "[0-9]" * width + "*" + tail, re.compile(re.escape(head) + r"(-?\d+)" + re.escape(tail) + "$")
-
-
 class Plate:
     """Random access to a plate's frames."""
 
@@ -137,12 +124,8 @@ class Plate:
             self._movie = Movie(path, what)
             self.frames = list(range(1, self._movie.frame_count + 1))
             self.is_float = False
-        elif (pat := frame_pattern_glob(path)) is not None:
-            gl, rx = pat
-            for f in glob.glob(gl):
-                m = rx.match(f)
-                if m:
-                    self._files[int(m.group(1))] = f
+        elif (files := sequence_files(path)) is not None:
+            self._files = files
             if not self._files:
                 raise EngineError(f"{what} sequence '{path}' has no frames on disk",
                                   "check the folder and the #### / %04d part of the name")

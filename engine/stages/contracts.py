@@ -114,6 +114,44 @@ class Swapper(Protocol):
 
 class Enhancer(Protocol):
     id: str
+    size: int  # crop side in pixels
+    template: np.ndarray  # (5, 2) kps5 positions in [0, 1] crop coordinates
 
     def enhance(self, crops: np.ndarray) -> np.ndarray:
         """(N, S, S, 3) sRGB -> same shape, restored."""
+
+
+class Upscaler(Protocol):
+    id: str
+
+    def upscale(self, srgb: np.ndarray, *args, **kwargs) -> np.ndarray:
+        """sRGB image -> the same, larger."""
+
+
+class Parser(Protocol):
+    id: str
+
+    def regions(self, crops: np.ndarray, regions: tuple[str, ...]) -> np.ndarray:
+        """(N, S, S, 3) sRGB crops -> (N, S, S) in [0, 1]: where the named face regions are."""
+
+
+class Occluder(Protocol):
+    id: str
+
+    def occlusion(self, crops: np.ndarray) -> np.ndarray:
+        """(N, S, S, 3) sRGB plate crops -> (N, S, S) in [0, 1]: 1 where the face is visible."""
+
+
+class MatteModel(Protocol):
+    """A matte layer's model (registry.MATTE_LAYERS): one matte per crop, combined by per-pixel minimum."""
+
+    id: str
+
+    def matte(self, crops: np.ndarray) -> np.ndarray:
+        """(N, S, S, 3) sRGB crops -> (N, S, S) in [0, 1]."""
+
+
+# stage -> its contract; the registry checks each backend against it when it loads
+STAGES: dict[str, type] = {"detect": Detector, "landmarks": Landmarker, "recognize": Recognizer, "swap": Swapper,
+                           "enhance": Enhancer, "upscale": Upscaler, "parse": Parser, "occlude": Occluder,
+                           "matte": MatteModel}

@@ -32,8 +32,8 @@ class DlibDetector:
         self._det = dlib.get_frontal_face_detector()
         self.upsample = upsample
 
-    def detect(self, frame_u8: np.ndarray, upsample: int | None = None) -> list[Face]:
-        rects, scores, _ = self._det.run(frame_u8, self.upsample if upsample is None else upsample, 0.0)
+    def detect(self, frame_u8: np.ndarray) -> list[Face]:
+        rects, scores, _ = self._det.run(frame_u8, self.upsample, 0.0)
         faces = []
         h, w = frame_u8.shape[:2]
         for r, s in zip(rects, scores, strict=True):

@@ -14,10 +14,6 @@ DEFAULT_REGIONS = ("skin", "brows", "eyes", "nose", "mouth", "lips")
 
 
 class BiSeNetParser(NeuralBackend):
-    @property
-    def region_names(self) -> tuple[str, ...]:
-        return tuple(self.spec.get("regions", {}))
-
     def labels(self, crops: np.ndarray) -> np.ndarray:
         """(N, S, S, 3) sRGB crops -> (N, 512, 512) class ids."""
         size = int(self.spec.get("size", 512))

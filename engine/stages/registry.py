@@ -22,25 +22,22 @@ import numpy as np
 from engine import settings as schema
 from engine.errors import EngineError
 from engine.models import catalogue
+from engine.stages import contracts
 
 
 @dataclass(frozen=True)
 class Contract:
     methods: tuple[str, ...]
-    attributes: tuple[str, ...] = ("id",)
+    attributes: tuple[str, ...]
+
+    @staticmethod
+    def of(protocol: type) -> Contract:
+        """The public methods and annotated attributes a Protocol of ``engine.stages.contracts`` declares."""
+        methods = tuple(n for n, v in vars(protocol).items() if callable(v) and not n.startswith("_"))
+        return Contract(methods, tuple(getattr(protocol, "__annotations__", {})))
 
 
-CONTRACTS: dict[str, Contract] = {
-    "detect": Contract(("detect",)),
-    "landmarks": Contract(("landmarks",)),
-    "recognize": Contract(("embed",)),
-    "swap": Contract(("swap",), ("id", "size", "template")),
-    "enhance": Contract(("enhance",), ("id", "size", "template")),
-    "upscale": Contract(("upscale",)),
-    "parse": Contract(("regions",)),
-    "occlude": Contract(("occlusion",)),
-    "matte": Contract(("matte",)),  # a matte layer's model: (N, S, S, 3) sRGB crops -> (N, S, S) in [0, 1]
-}
+CONTRACTS: dict[str, Contract] = {stage: Contract.of(proto) for stage, proto in contracts.STAGES.items()}
 # stage -> the setting that picks its model (built-in models join that setting's choices when registered)
 STAGE_SETTING = {"swap": "swapper", "enhance": "face_enhancer", "parse": "face_parser", "occlude": "occluder"}
 
@@ -168,8 +165,8 @@ def check_contract(stage: str, name: str, backend: Any) -> None:
     missing += [f"attribute {a}" for a in contract.attributes if not hasattr(backend, a)]
     if missing:
         raise ContractError(f"backend {name!r} is refused for stage {stage!r}: it lacks {', '.join(missing)}",
-                            f"give it what the {stage} contract asks (engine/stages/contracts.py, "
-                            f"registry.CONTRACTS)")
+                            f"give it what the {stage} contract asks ({contracts.STAGES[stage].__name__} in "
+                            f"engine/stages/contracts.py)")
 
 
 def create(stage: str, model_id: str, runtime: Any, *, offered: dict[str, Any] | None = None, shared: bool = True,
@@ -260,7 +257,7 @@ for _stage, _name, _factory, _wants in _SHIPPED:
     register(_stage, _name, _factory, wants=_wants)
 # Built-in models with no file to fetch
 register("detect", "dlib_hog", "engine.stages.dlib_face:DlibDetector", builtin=True,
-         label="dlib HOG face detector (built into dlib)", version="dlib")
+         label="dlib HOG face detector (built into dlib)", version="dlib", wants=("upsample",))
 register("swap", "geometric", "engine.stages.swap_geometric:GeometricSwapper", builtin=True,
          label=schema.BY_NAME["swapper"].choices[0][1], wants=("source_texture", "keep_eyes_mouth"))
 register_matte(MatteLayer("Occlusion", "occluder", "occlude", on="target"))
