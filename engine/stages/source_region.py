@@ -90,11 +90,13 @@ def skin_distance(lab: np.ndarray, sample: np.ndarray) -> np.ndarray:
 
 
 def plausible_skin(sample: np.ndarray) -> bool:
-    """Whether a Lab sample's median colour is one human skin can have under roughly white light: hue angle of
-    a*b* between red and yellow (about 0 to 100 degrees for every skin tone), and some chroma."""
+    """Whether a Lab sample's median colour is one skin can have in a photo: some chroma, with a hue angle of
+    a*b* from yellow round through red to magenta (-55 to 110 degrees). Skin under white light sits at about
+    20-80; the lower end admits footage with a strong magenta cast (down to -50 on the shared walkers clip),
+    while green, cyan and blue (a covered face) stay out."""
     a, b = np.median(sample[:, 1]), np.median(sample[:, 2])
     hue = np.degrees(np.arctan2(b, a))
-    return bool(-10.0 <= hue <= 100.0 and np.hypot(a, b) >= 4.0)
+    return bool(-55.0 <= hue <= 110.0 and np.hypot(a, b) >= 3.0)
 
 
 def texture_energy(lab: np.ndarray, scale: float) -> np.ndarray:
