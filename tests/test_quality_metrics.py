@@ -185,6 +185,8 @@ def test_the_quality_command_renders_measures_and_writes_report_and_sheets(tmp_p
     assert figures["faces"] == 1 and figures["coverage"] == 1.0  # the astronaut, not her mission patch
     assert figures["untouched bit-exact"] == 1.0
     assert 0.0 < figures["dE76 median"] < 40.0
+    per_frame = (out / "per_frame.csv").read_text().splitlines()
+    assert per_frame[0].startswith("run,frame,") and len(per_frame) == 3  # header, engine face, reference face
     for sheet in ("frames.png", "faces.png"):
         img = cv2.imread(str(out / sheet))
         assert img is not None and img.shape[0] >= 160

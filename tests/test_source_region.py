@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import cv2
 import numpy as np
 import pytest
@@ -10,6 +12,8 @@ from engine import shots
 from engine.quality.faces import FaceAnalyser, aligned_crop, read_rgb
 from engine.stages import geometry68
 from engine.stages.source_region import lab_of_srgb, points78, source_region_mask
+
+SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +97,9 @@ def test_a_face_without_visible_skin_gives_an_empty_mask(astronaut, cloth):
 
 
 def test_a_real_portrait_on_a_saturated_backdrop_leaves_backdrop_and_hair_out():
-    path = "/work/shared/data/photos/shea_whigham.jpg"
+    path = os.path.join(SHARED, "photos", "shea_whigham.jpg")
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is missing (see ../shared/data/README.md)")
     img = read_rgb(path)
     img = cv2.resize(img, None, fx=0.4, fy=0.4, interpolation=cv2.INTER_AREA)
     face = max(FaceAnalyser().find(img), key=lambda f: f.box[2] - f.box[0])
@@ -104,6 +110,23 @@ def test_a_real_portrait_on_a_saturated_backdrop_leaves_backdrop_and_hair_out():
     assert red_backdrop.sum() > 1000
     assert mask[red_backdrop].max() == 0.0
     assert (mask > 0.5).sum() > 0.2 * crop.shape[0] ** 2 * 0.25
+
+
+def test_faces_of_real_footage_with_a_colour_cast_are_found():
+    """The shared walkers clip has a strong magenta cast (skin hue about -40 degrees): its faces are skin."""
+    av = pytest.importorskip("av")
+    path = os.path.join(SHARED, "walkers_1080p.mp4")
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is missing (see ../shared/data/README.md)")
+    with av.open(path) as movie:
+        frames = [f.to_ndarray(format="rgb24") for _, f in zip(range(25), movie.decode(video=0), strict=False)]
+    analyser = FaceAnalyser()
+    found = [(frame, face) for frame in frames[::12] for face in analyser.find(frame, min_size=50)]
+    assert len(found) >= 3
+    for frame, face in found:
+        crop, lm, _ = aligned_crop(frame.astype(np.float32) / 255.0, face.lm68, 256)
+        outline = geometry68.hull_mask(points78(lm), 256) > 0.5
+        assert (source_region_mask(crop, lm)[outline] > 0.5).mean() > 0.5
 
 
 def test_bad_landmarks_are_refused_with_what_to_pass(astronaut):

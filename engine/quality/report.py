@@ -151,6 +151,26 @@ DEFINITIONS = [
 ]
 
 
+def write_per_frame(path: str, runs: list[Run]) -> None:
+    """per_frame.csv: one line per run, frame and measured face (frame-wide figures repeated on each face)."""
+    lines = ["run,frame,face_x0,face_y0,face_x1,face_y1,dE76,dE00,sharpness,identity_to_source,"
+             "identity_to_original,expression_error,edge_ratio,coverage,untouched_bit_exact"]
+    for run in runs:
+        frames = sorted(run.results)
+        per_frame = {f: (run.edge[i], run.coverage[i], run.untouched[i]) for i, f in enumerate(frames)}
+        for r in run.faces:
+            e, c, u = per_frame[r.frame]
+            lines.append(",".join([run.name, str(r.frame), *(f"{v:.0f}" for v in r.box)] + [
+                f"{v:.4f}" for v in (r.de76, r.de00, r.sharpness, r.d_source, r.d_original, r.expression, e, c, u)]))
+        measured = {r.frame for r in run.faces}
+        for f in frames:
+            if f not in measured:
+                e, c, u = per_frame[f]
+                lines.append(",".join([run.name, str(f)] + [""] * 10 + [f"{e:.4f}", f"{c:.4f}", f"{u:.4f}"]))
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
 def write_markdown(path: str, command: str, rows: dict[str, dict[str, float]], notes: list[str]) -> None:
     keys = list(next(iter(rows.values())))
     lines = ["# Quality report", "", f"Command: `{command}`", "",
@@ -220,6 +240,8 @@ def run_report(sources: list[str], target: str, frames: tuple[int | None, int | 
              "Independent detector run: dlib HOG detector, 68 landmarks and 128-d recognizer on the plate "
              "(sRGB, 8-bit); result landmarks and embeddings at the plate's face boxes.",
              "The reference row's untouched pixels are compared at its own 8-bit output precision."]
+    write_per_frame(os.path.join(output, "per_frame.csv"), [r for r in (engine_run, ref_run) if r is not None])
+    notes.append("Per frame and face figures: `per_frame.csv`.")
     write_markdown(os.path.join(output, "report.md"), command, rows, notes)
     return rows
 
