@@ -79,3 +79,17 @@ def test_bad_input_says_what_is_wrong():
         blend.blend(swapped, c["lin"][:-1], c["matte"])
     with pytest.raises(ValueError, match="unknown blend mode"):
         blend.blend(swapped, c["lin"], c["matte"], "feather")
+
+
+def test_a_band_solve_keeps_the_relit_core_and_still_meets_the_plate_at_the_edge():
+    _, c = pair("paul_rudd", "astronaut")
+    face = c["lin"] * np.float32(1.5)
+    band = blend.BAND_SCALE * c["scale"]
+    out = blend.blend(face, c["lin"], c["matte"], "poisson", band=band)
+    region = c["matte"] > 0
+    dist = cv2.distanceTransform(np.pad(region.astype(np.uint8), 1), cv2.DIST_L2, 5)[1:-1, 1:-1]
+    core, rim = dist > band + 1, region & (dist <= 2)
+    assert np.array_equal(out[core], face[core])
+    assert np.median(out[rim] / c["lin"][rim]) == pytest.approx(1.0, abs=0.05)
+    with pytest.raises(ValueError, match="positive width"):
+        blend.blend(face, c["lin"], c["matte"], band=0.0)

@@ -131,6 +131,17 @@ def test_a_constant_colour_cast_of_the_plate_is_reproduced():
     assert ratio == pytest.approx(cast, rel=0.02)
 
 
+def test_a_global_colour_match_before_the_lighting_changes_nothing():
+    # Why the lighting step comes after (or replaces) the statistics-based colour match: any per-channel gain
+    # applied to the swap first is divided out again by the swap's own base.
+    swapped, c = pair("paul_rudd", "astronaut")
+    gained = swapped * np.float32([1.3, 0.9, 0.7])
+    a = lighting.relight(swapped, c["lin"], c["skin"], c["scale"])
+    b = lighting.relight(gained, c["lin"], c["skin"], c["scale"])
+    face = c["matte"] > 0  # (the robust pass weighs by luminance, which a coloured gain nudges a little)
+    assert np.allclose(a[face], b[face], rtol=0.02, atol=1e-4)
+
+
 def test_relit_cheeks_match_the_plate_on_real_photos():
     # A bearded source keeps its beard (source detail) on the cheek patches: a looser bound there.
     for src, tgt, idx, bound in (("paul_rudd", "astronaut", 0, 1.0), ("paul_rudd", "multiface", 0, 1.5),
