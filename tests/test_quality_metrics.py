@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import cv2
 import numpy as np
 import pytest
@@ -173,8 +175,11 @@ def test_the_poisson_reference_changes_only_the_hull_of_the_target_landmarks(pho
 
 def test_the_quality_command_renders_measures_and_writes_report_and_sheets(tmp_path, photos):
     out = tmp_path / "report"
+    # Annotated: her face and a 'face' on the flag that nobody replaces -> coverage 1/2.
+    annotations = tmp_path / "faces.json"
+    annotations.write_text(json.dumps({"1": [[175, 76, 265, 166], [0, 0, 60, 60]]}))
     proc = run_cli("quality", "--source", photos["tom_hanks"], "--target", photos["astronaut"],
-                   "--reference", "poisson", "--output", str(out))
+                   "--reference", "poisson", "--output", str(out), "--annotations", str(annotations))
     assert proc.returncode == 0, proc.stderr
     text = (out / "report.md").read_text()
     assert "| engine |" in text and "| reference poisson |" in text
@@ -182,7 +187,9 @@ def test_the_quality_command_renders_measures_and_writes_report_and_sheets(tmp_p
     row = next(line for line in text.splitlines() if line.startswith("| engine |")).split("|")[2:-1]
     header = next(line for line in text.splitlines() if line.startswith("| run |")).split("|")[2:-1]
     figures = dict(zip([h.strip() for h in header], [float(v) for v in row], strict=True))
-    assert figures["faces"] == 1 and figures["coverage"] == 1.0  # the astronaut, not her mission patch
+    assert figures["faces"] == 1  # measured: the astronaut, not her mission patch
+    assert figures["coverage"] == 0.5
+    assert "the hand-annotated faces" in text
     assert figures["untouched bit-exact"] == 1.0
     assert 0.0 < figures["dE76 median"] < 40.0
     per_frame = (out / "per_frame.csv").read_text().splitlines()

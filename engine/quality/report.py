@@ -8,6 +8,7 @@ same way, as a reference row.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -94,11 +95,14 @@ def source_identity(analyser: FaceAnalyser, sources: list[str]) -> tuple[np.ndar
 
 
 def measure_frame(run: Run, frame: int, plate709: np.ndarray, plate_faces: list[FoundFace], result709: np.ndarray,
-                  matte: np.ndarray, analyser: FaceAnalyser, source_emb: np.ndarray) -> None:
-    """Every per-frame figure of one run at the plate's faces found by the independent detector run."""
+                  matte: np.ndarray, analyser: FaceAnalyser, source_emb: np.ndarray,
+                  annotated: list[np.ndarray] | None = None) -> None:
+    """Every per-frame figure of one run at the plate's faces found by the independent detector run (coverage on
+    the hand-annotated boxes instead, when given)."""
     run.results[frame] = result709
     run.mattes[frame] = matte
-    run.coverage.append(metrics.coverage([f.box for f in plate_faces], matte))
+    run.coverage.append(metrics.coverage(annotated if annotated is not None else [f.box for f in plate_faces],
+                                         matte))
     run.edge.append(metrics.edge_ratio(result709, plate709, matte))
     result_u8 = to_u8(colour.srgb_encode(result709))
     for face in plate_faces:
@@ -190,8 +194,22 @@ def write_markdown(path: str, command: str, rows: dict[str, dict[str, float]], n
         fh.write("\n".join(lines))
 
 
+def load_annotations(path: str | None) -> dict[int, list[np.ndarray]] | None:
+    """Hand-annotated faces: a JSON object {"<frame>": [[x0, y0, x1, y1], ...], ...} in plate pixels."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        return {int(k): [np.asarray(b, np.float64).reshape(4) for b in v] for k, v in data.items()}
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        raise EngineError(f"the annotations '{path}' cannot be used ({exc})",
+                          'write them as JSON: {"1001": [[x0, y0, x1, y1], ...], ...}') from exc
+
+
 def run_report(sources: list[str], target: str, frames: tuple[int | None, int | None], output: str,
-               reference: str | None, settings: dict, command: str) -> dict[str, dict[str, float]]:
+               reference: str | None, settings: dict, command: str,
+               annotations: dict[int, list[np.ndarray]] | None = None) -> dict[str, dict[str, float]]:
     os.makedirs(output, exist_ok=True)
     render_dir = render(sources, target, frames, output, settings)
     analyser = FaceAnalyser()
@@ -217,8 +235,9 @@ def run_report(sources: list[str], target: str, frames: tuple[int | None, int | 
             # Untouched pixels are compared at the EXR's own precision (half unless the plate is 32-bit float).
             stored = rgba[..., :3].astype(np.float16).astype(np.float32) if _exr_is_half(path) else rgba[..., :3]
             engine_run.untouched.append(metrics.untouched_bit_exact(comp, stored, matte))
+            boxes = annotations.get(f, []) if annotations is not None else None
             measure_frame(engine_run, f, plate709, plate_faces, colour.to_rec709(comp, gamut), matte, analyser,
-                          source_emb)
+                          source_emb, boxes)
             if ref_run is not None:
                 result_u8, ref_matte = plate_u8.copy(), np.zeros(matte.shape, np.float32)
                 for face in plate_faces:
@@ -228,7 +247,7 @@ def run_report(sources: list[str], target: str, frames: tuple[int | None, int | 
                     ref_matte = np.maximum(ref_matte, m)
                 ref_run.untouched.append(metrics.untouched_bit_exact(result_u8, plate_u8, ref_matte))
                 measure_frame(ref_run, f, plate709, plate_faces, colour.srgb_decode(result_u8 / 255.0), ref_matte,
-                              analyser, source_emb)
+                              analyser, source_emb, boxes)
     finally:
         plate.close()
     rows = {"engine": summary(engine_run, plates)}
@@ -237,6 +256,8 @@ def run_report(sources: list[str], target: str, frames: tuple[int | None, int | 
     write_frame_sheet(os.path.join(output, "frames.png"), plates, engine_run, ref_run)
     write_face_sheet(os.path.join(output, "faces.png"), plates, faces_by_frame, engine_run, ref_run)
     notes = [f"Faces narrower than {MIN_FACE:.0f} px are not measured.",
+             "Coverage counts " + ("the hand-annotated faces." if annotations is not None else
+                                   "the faces the independent detector run found (no annotations given)."),
              "Independent detector run: dlib HOG detector, 68 landmarks and 128-d recognizer on the plate "
              "(sRGB, 8-bit); result landmarks and embeddings at the plate's face boxes.",
              "The reference row's untouched pixels are compared at its own 8-bit output precision."]
@@ -255,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--frames", metavar="FIRST-LAST", help="frame range (default: the whole plate)")
     p.add_argument("--reference", choices=["poisson"], help="add the classic tutorial swap as a reference row")
     p.add_argument("--output", required=True, metavar="DIR", help="report folder (created if missing)")
+    p.add_argument("--annotations", metavar="JSON", help='hand-annotated faces for coverage: {"<frame>": '
+                                                         '[[x0, y0, x1, y1], ...]} (default: an independent detector)')
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="an engine setting for the render, e.g. --set colour_match=gain; repeatable")
     return p
@@ -281,7 +304,8 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
         rows = run_report(args.source, args.target, parse_frames(args.frames), args.output, args.reference,
-                          _settings(args.set), "python -m engine quality " + " ".join(argv))
+                          _settings(args.set), "python -m engine quality " + " ".join(argv),
+                          load_annotations(args.annotations))
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

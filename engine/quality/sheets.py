@@ -92,7 +92,7 @@ def write_face_sheet(path: str, plates: dict[int, np.ndarray], faces: dict[int, 
                 tiles.append(_label(_face_crop(_u8(ref.results[f]), face.box), "reference"))
             rows.append(np.hstack(tiles))
     if rows:
-        per_row = 3
+        per_row = min(3, len(rows))
         blank = np.zeros_like(rows[0])
         rows += [blank] * (-len(rows) % per_row)
         _write(path, np.vstack([np.hstack(rows[i:i + per_row]) for i in range(0, len(rows), per_row)]))
