@@ -1,0 +1,353 @@
+"""Face tracks over one plate: detection on key frames, the mesh following each face between them, short losses
+bridged, so a visible face is never dropped for a few frames.
+
+Per shot, frame by frame in order:
+- every live track is followed by the mesh from its last measured 468 points (MediaPipe's own video mode: the
+  region of interest comes from the previous landmarks, not from a detection);
+- key frames (absolute frame numbers ``f % key_interval == 0``, plus every shot start, so a chunked render sees the
+  same key frames) run the detector; detections are associated to tracks by IoU. A followed mesh that disagrees
+  with its detection (drift) is re-fitted from the detection; detections no track claims start new tracks;
+- off key frames, a track whose mesh score fell under the threshold is re-anchored by the detector run on a crop
+  around its last box (one detector pass on a small region, not the whole frame);
+- a track with no measurement for at most ``bridge.max_gap`` frames is bridged when it is measured again (optical
+  flow forward and backward, ``engine.stages.track_bridge``); a longer loss ends it. No track crosses a cut.
+False positives (coats of arms, backs of heads) get detections but not the mesh's face flag: a track needs
+``min_face_frames`` frames the mesh scored as a face, else it is dropped.
+
+Results depend only on the shot's frames: analyse whole shots (the shot analysis runs over the whole plate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from engine.stages.contracts import Face, kps5_from_68
+from engine.stages.detect_blazeface import iou_matrix
+from engine.stages.landmarks_mesh468 import MeshResult, to_68
+from engine.stages.shot_cuts import detect_cuts
+from engine.stages.track_bridge import BridgeSettings, bridge_gap
+
+# Box side from the mesh: the hand-annotated face boxes of the walkers clip are 1.056x the geometric mean of the
+# 468 points' extent (median over 57 faces, spread 0.09), centred on that extent.
+MESH_BOX_SCALE = 1.056
+
+
+class Source(Enum):
+    DETECTED = "detected"  # a detection on this frame confirmed the face (key frame or re-anchoring)
+    TRACKED = "tracked"  # the mesh followed the face from the previous frame's landmarks
+    BRIDGED = "bridged"  # neither ran successfully: landmarks carried in from both sides of the gap
+
+
+@dataclass(frozen=True)
+class FollowOptions:
+    key_interval: int = 6  # detector every K absolute frames (and at every shot start)
+    mesh_score: float = 0.5  # mesh face score that counts as a face
+    match_iou: float = 0.3  # detection <-> track association
+    drift_iou: float = 0.5  # followed box vs its detection under this: re-fit from the detection
+    duplicate_iou: float = 0.5  # two tracks overlapping this much are one face: the younger one ends
+    min_face_frames: int = 3  # track consistency: frames the mesh scored as a face, else a false positive
+    small_face: float = 64.0  # px: under this the mesh's face flag says little (a blurred 192 px crop)
+    detection_score: float = 0.5  # a small face's median detector score over its detections to count as a face
+    search_scale: float = 3.0  # side of the re-anchoring crop, in face sizes
+    bridge: BridgeSettings = field(default_factory=BridgeSettings)
+    fail_frames: frozenset[int] = frozenset()  # test hook: detector and mesh see nothing on these frames
+
+
+@dataclass
+class FaceSample:
+    """One face on one frame."""
+
+    frame: int
+    box: np.ndarray  # (4,) x0, y0, x1, y1
+    kps5: np.ndarray  # (5, 2)
+    landmarks68: np.ndarray  # (68, 2) iBUG 300-W
+    points468: np.ndarray | None  # (468, 3) when the mesh ran on this frame
+    confidence: float  # in [0, 1]
+    source: Source
+
+    def to_face(self, track_id: int) -> Face:
+        return Face(box=self.box.copy(), score=self.confidence, kps5=self.kps5.copy(),
+                    landmarks68=self.landmarks68.copy(), track_id=track_id)
+
+
+@dataclass
+class FaceTrack:
+    track_id: int
+    samples: list[FaceSample]  # ascending frames, one per frame from the first to the last
+
+    @property
+    def first(self) -> int:
+        return self.samples[0].frame
+
+    @property
+    def last(self) -> int:
+        return self.samples[-1].frame
+
+    def at(self, frame: int) -> FaceSample | None:
+        i = frame - self.first
+        return self.samples[i] if 0 <= i < len(self.samples) else None
+
+
+@dataclass
+class ShotFaces:
+    frames: list[int]
+    shot_starts: list[int]  # absolute frame numbers that start a shot (the first frame included)
+    tracks: list[FaceTrack]
+
+    def at(self, frame: int) -> list[tuple[int, FaceSample]]:
+        """(track id, sample) of every face on a frame."""
+        return [(t.track_id, s) for t in self.tracks if (s := t.at(frame)) is not None]
+
+    def faces(self, frame: int) -> list[Face]:
+        return [s.to_face(tid) for tid, s in self.at(frame)]
+
+
+@dataclass
+class _Live:
+    track_id: int
+    measured: dict[int, FaceSample]
+    points: np.ndarray  # last measured 468 points (mesh input for the next frame)
+    last: int
+    face_frames: int = 0
+    ended: bool = False
+    det_scores: list[float] = field(default_factory=list)  # of the detections it was given
+
+
+def key_frames(frames: Sequence[int], shot_starts: Sequence[int], interval: int) -> list[int]:
+    """The frames the detector runs on: every ``interval`` absolute frames and every shot start."""
+    starts = set(shot_starts)
+    return [f for f in frames if f % interval == 0 or f in starts]
+
+
+def mesh_box(points: np.ndarray) -> np.ndarray:
+    p = np.asarray(points)[:, :2]
+    lo, hi = p.min(0), p.max(0)
+    half = MESH_BOX_SCALE * float(np.sqrt(np.prod(np.maximum(hi - lo, 1.0)))) / 2
+    c = (lo + hi) / 2
+    return np.array([c[0] - half, c[1] - half, c[0] + half, c[1] + half])
+
+
+def _sample(frame: int, res: MeshResult, source: Source, confidence: float, box: np.ndarray | None = None
+            ) -> FaceSample:
+    lm68 = to_68(res.points)
+    return FaceSample(frame, mesh_box(res.points) if box is None else np.asarray(box, np.float64),
+                      kps5_from_68(lm68), lm68, res.points, float(np.clip(confidence, 0.0, 1.0)), source)
+
+
+def _box_size(box: np.ndarray) -> float:
+    return float(np.sqrt(max(box[2] - box[0], 1.0) * max(box[3] - box[1], 1.0)))
+
+
+class _ShotFollower:
+    """The per-frame state machine of one shot."""
+
+    def __init__(self, detector: Any, landmarker: Any, opt: FollowOptions, next_id: int) -> None:
+        self.det, self.mesh, self.opt = detector, landmarker, opt
+        self.live: list[_Live] = []
+        self.done: list[_Live] = []
+        self.next_id = next_id
+        self.recent: dict[int, np.ndarray] = {}  # the last frames, for bridging gaps once they close
+
+    def _detect_near(self, im: np.ndarray, box: np.ndarray) -> list[Face]:
+        """Detections in a square crop around a face box, in frame pixels."""
+        h, w = im.shape[:2]
+        half = self.opt.search_scale * _box_size(box) / 2
+        cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+        x0, y0 = int(max(0, cx - half)), int(max(0, cy - half))
+        x1, y1 = int(min(w, cx + half)), int(min(h, cy + half))
+        if x1 - x0 < 16 or y1 - y0 < 16:
+            return []
+        faces = self.det.detect(np.ascontiguousarray(im[y0:y1, x0:x1]))
+        for f in faces:
+            f.box = f.box + np.array([x0, y0, x0, y0], np.float64)
+            if f.kps5 is not None:
+                f.kps5 = f.kps5 + np.array([x0, y0], np.float64)
+        return faces
+
+    def _measure(self, t: _Live, s: FaceSample, res: MeshResult | None) -> None:
+        gap = s.frame - t.last - 1
+        if 0 < gap <= self.opt.bridge.max_gap:
+            self._bridge(t, s)
+        t.measured[s.frame] = s
+        t.last = s.frame
+        if res is not None:
+            t.points = res.points
+            t.face_frames += int(res.score >= self.opt.mesh_score)
+
+    def _bridge(self, t: _Live, s: FaceSample) -> None:
+        a = t.measured[t.last]
+        filled = bridge_gap(self.recent.__getitem__, a.frame, a.landmarks68, s.frame, s.landmarks68,
+                            self.opt.bridge)
+        n = s.frame - a.frame
+        for k, (lm68, _method, support) in enumerate(filled, start=1):
+            # the nearer end's box, moved and scaled with the points; confidence falls towards the gap's middle
+            near = a if k <= n - k else s
+            c_near, c_here = near.landmarks68.mean(0), lm68.mean(0)
+            scale = float(np.ptp(lm68, 0).mean() / max(np.ptp(near.landmarks68, 0).mean(), 1e-6))
+            box = np.concatenate([(near.box[:2] - c_near) * scale + c_here, (near.box[2:] - c_near) * scale + c_here])
+            # support: the fraction of points optical flow followed (0 where the motion was interpolated)
+            conf = min(a.confidence, s.confidence) * (1.0 - min(k, n - k) / n) * (0.5 + 0.5 * support)
+            t.measured[a.frame + k] = FaceSample(a.frame + k, box, kps5_from_68(lm68), lm68, None,
+                                                 float(conf), Source.BRIDGED)
+
+    def step(self, f: int, im: np.ndarray, key: bool) -> None:
+        opt = self.opt
+        self.recent[f] = im
+        for old in [k for k in self.recent if k < f - opt.bridge.max_gap - 1]:
+            del self.recent[old]
+        for t in self.live:
+            if f - t.last > opt.bridge.max_gap + 1:
+                t.ended = True
+        self.done += [t for t in self.live if t.ended]
+        self.live = [t for t in self.live if not t.ended]
+        failed = f in opt.fail_frames
+        followed: dict[int, MeshResult] = {}
+        if not failed:
+            # only from the previous frame's points: after a gap the face has moved away from the old region and a
+            # mesh fitted there can score as a face while sitting an eye distance off; a detection re-anchors it
+            for t in self.live:
+                if t.last != f - 1:
+                    continue
+                r = self.mesh.track(im, t.points)
+                if r.score >= opt.mesh_score:
+                    followed[t.track_id] = r
+        if failed:
+            dets: list[Face] = []
+        elif key:
+            dets = self.det.detect(im)
+        else:  # re-anchor the faces the mesh lost, from a detection near where they were
+            dets = []
+            for t in self.live:
+                if t.track_id not in followed:
+                    near = self._detect_near(im, self._predict(t, f))
+                    dets += near or self._detect_near(im, t.measured[t.last].box)
+        # the boxes each track claims detections with: where the mesh followed it, else where it was last seen and
+        # where its velocity would have taken it
+        claim = [mesh_box(followed[t.track_id].points) if t.track_id in followed else t.measured[t.last].box
+                 for t in self.live]
+        moved = [mesh_box(followed[t.track_id].points) if t.track_id in followed else self._predict(t, f)
+                 for t in self.live]
+        taken: set[int] = set()
+        matched: set[int] = set()
+        if dets and self.live:
+            boxes = np.stack([d.box for d in dets])
+            iou = np.maximum(iou_matrix(np.stack(claim), boxes), iou_matrix(np.stack(moved), boxes))
+            for ti, di in sorted(np.argwhere(iou >= opt.match_iou).tolist(), key=lambda p: -iou[p[0], p[1]]):
+                if ti in matched or di in taken:
+                    continue
+                matched.add(ti)
+                taken.add(di)
+                t, d = self.live[ti], dets[di]
+                t.det_scores.append(d.score)
+                r = followed.get(t.track_id)
+                if r is not None and iou_matrix(mesh_box(r.points)[None], d.box[None])[0, 0] >= opt.drift_iou:
+                    self._measure(t, _sample(f, r, Source.DETECTED, r.score), r)
+                    continue
+                r = self.mesh.fit_face(im, d)
+                if r.score >= opt.mesh_score:
+                    self._measure(t, _sample(f, r, Source.DETECTED, r.score), r)
+                else:  # a face the mesh does not flag (near profile): the detection's box, half its confidence
+                    self._measure(t, _sample(f, r, Source.DETECTED, 0.5 * d.score, d.box), r)
+                followed.pop(t.track_id, None)
+        for ti, t in enumerate(self.live):
+            if ti not in matched and t.track_id in followed:
+                r = followed[t.track_id]
+                self._measure(t, _sample(f, r, Source.TRACKED, r.score), r)
+        if key:
+            self._start_tracks(f, im, [d for i, d in enumerate(dets) if i not in taken])
+        self._merge_duplicates(f)
+
+    @staticmethod
+    def _predict(t: _Live, f: int) -> np.ndarray:
+        """The last box moved on at the track's last velocity: a fast face leaves its old box within frames."""
+        box = t.measured[t.last].box
+        before = t.measured.get(t.last - 1)
+        if before is None:
+            return box
+        return box + (box - before.box) * (f - t.last)
+
+    def _start_tracks(self, f: int, im: np.ndarray, dets: list[Face]) -> None:
+        for d in sorted(dets, key=lambda d: -d.score):
+            here = [t.measured[f].box for t in self.live if f in t.measured]
+            if here and iou_matrix(d.box[None], np.stack(here)).max() >= self.opt.match_iou:
+                continue  # a face already followed: the detector's second box on it
+            r = self.mesh.fit_face(im, d)
+            flagged = r.score >= self.opt.mesh_score
+            s = _sample(f, r, Source.DETECTED, r.score if flagged else 0.5 * d.score, None if flagged else d.box)
+            t = _Live(self.next_id, {}, r.points, f - 1, det_scores=[d.score])
+            self.next_id += 1
+            self._measure(t, s, r)
+            self.live.append(t)
+
+    def _merge_duplicates(self, f: int) -> None:
+        """Two tracks on one face (a follower drifted onto a neighbour): the one with fewer face frames ends."""
+        here = [t for t in self.live if f in t.measured]
+        for i, a in enumerate(here):
+            for b in here[i + 1:]:
+                if a.ended or b.ended:
+                    continue
+                if iou_matrix(a.measured[f].box[None], b.measured[f].box[None])[0, 0] >= self.opt.duplicate_iou:
+                    loser = min((a, b), key=lambda t: (t.face_frames, -t.track_id))
+                    del loser.measured[f]
+                    loser.ended = True
+
+    def _is_face(self, t: _Live) -> bool:
+        """Track consistency: the mesh flagged it a face on enough frames, or, for faces too small for the flag,
+        the detector found it again and again with a good median score."""
+        opt = self.opt
+        if not t.measured:
+            return False
+        if t.face_frames >= opt.min_face_frames:
+            return True
+        size = float(np.median([_box_size(s.box) for s in t.measured.values()]))
+        return (size < opt.small_face and len(t.det_scores) >= opt.min_face_frames
+                and float(np.median(t.det_scores)) >= opt.detection_score)
+
+    def finish(self) -> list[FaceTrack]:
+        out = []
+        for t in sorted(self.done + self.live, key=lambda t: t.track_id):
+            if not self._is_face(t):
+                continue
+            frames = sorted(t.measured)
+            # an unbridged frame inside a track (a gap longer than bridging) cannot happen: such a track ended
+            out.append(FaceTrack(t.track_id, [t.measured[k] for k in frames]))
+        return out
+
+
+def follow(frames: Sequence[int], read_u8: Callable[[int], np.ndarray], detector: Any, landmarker: Any,
+           options: FollowOptions = FollowOptions(), cuts: Sequence[int] | None = None) -> ShotFaces:
+    """Face tracks over consecutive ``frames`` (absolute numbers). ``read_u8(f)`` gives frame f as (H, W, 3)
+    uint8 RGB; frames are read once, in order. ``cuts`` are the frames that start a new shot (from the shot
+    analysis); None detects them here (``engine.stages.shot_cuts``, one extra read of every frame)."""
+    fl = [int(f) for f in frames]
+    if not fl:
+        raise ValueError("follow needs at least one frame number")
+    if any(b != a + 1 for a, b in zip(fl[:-1], fl[1:], strict=True)):
+        raise ValueError(f"follow wants consecutive frame numbers (one shot range), got {fl[:3]}...{fl[-3:]}; "
+                         "pass the whole range and pick frames from the result")
+    if options.key_interval < 1:
+        raise ValueError(f"key_interval must be at least 1, got {options.key_interval}")
+    if cuts is None:
+        cuts = [fl[i] for i in detect_cuts(read_u8(f) for f in fl)]
+    starts = sorted({fl[0], *(c for c in cuts if fl[0] < c <= fl[-1])})
+    keys = set(key_frames(fl, starts, options.key_interval))
+    tracks: list[FaceTrack] = []
+    shot: _ShotFollower | None = None
+    for f in fl:
+        if f in starts:  # a new shot: every track of the previous one ends here
+            if shot is not None:
+                tracks += shot.finish()
+            shot = _ShotFollower(detector, landmarker, options, shot.next_id if shot is not None else 0)
+        im = read_u8(f)
+        if im.ndim != 3 or im.shape[2] != 3 or im.dtype != np.uint8:
+            raise ValueError(f"frame {f}: read_u8 must give (H, W, 3) uint8 RGB, got {im.dtype} {im.shape}")
+        assert shot is not None
+        shot.step(f, im, f in keys)
+    assert shot is not None
+    tracks += shot.finish()
+    return ShotFaces(fl, starts, tracks)
