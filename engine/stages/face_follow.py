@@ -53,6 +53,7 @@ class FollowOptions:
     min_face_frames: int = 3  # track consistency: frames the mesh scored as a face, else a false positive
     small_face: float = 64.0  # px: under this the mesh's face flag says little (a blurred 192 px crop)
     detection_score: float = 0.5  # a small face's median detector score over its detections to count as a face
+    max_speed: float = 0.25  # face sizes per frame a lost face may have moved when it is found again
     search_scale: float = 3.0  # side of the re-anchoring crop, in face sizes
     bridge: BridgeSettings = field(default_factory=BridgeSettings)
     fail_frames: frozenset[int] = frozenset()  # test hook: detector and mesh see nothing on these frames
@@ -234,26 +235,22 @@ class _ShotFollower:
                  for t in self.live]
         taken: set[int] = set()
         matched: set[int] = set()
-        if dets and self.live:
-            boxes = np.stack([d.box for d in dets])
-            iou = np.maximum(iou_matrix(np.stack(claim), boxes), iou_matrix(np.stack(moved), boxes))
-            for ti, di in sorted(np.argwhere(iou >= opt.match_iou).tolist(), key=lambda p: -iou[p[0], p[1]]):
-                if ti in matched or di in taken:
-                    continue
-                matched.add(ti)
-                taken.add(di)
-                t, d = self.live[ti], dets[di]
-                t.det_scores.append(d.score)
-                r = followed.get(t.track_id)
-                if r is not None and iou_matrix(mesh_box(r.points)[None], d.box[None])[0, 0] >= opt.drift_iou:
-                    self._measure(t, _sample(f, r, Source.DETECTED, r.score), r)
-                    continue
-                r = self.mesh.fit_face(im, d)
-                if r.score >= opt.mesh_score:
-                    self._measure(t, _sample(f, r, Source.DETECTED, r.score), r)
-                else:  # a face the mesh does not flag (near profile): the detection's box, half its confidence
-                    self._measure(t, _sample(f, r, Source.DETECTED, 0.5 * d.score, d.box), r)
-                followed.pop(t.track_id, None)
+        for ti, di in self._pairs(f, dets, claim, moved):
+            if ti in matched or di in taken:
+                continue
+            matched.add(ti)
+            taken.add(di)
+            t, d = self.live[ti], dets[di]
+            t.det_scores.append(d.score)
+            r = followed.pop(t.track_id, None)
+            if r is not None and iou_matrix(mesh_box(r.points)[None], d.box[None])[0, 0] >= opt.drift_iou:
+                self._measure(t, _sample(f, r, Source.DETECTED, r.score), r)
+                continue
+            r = self.mesh.fit_face(im, d)
+            if r.score >= opt.mesh_score:
+                self._measure(t, _sample(f, r, Source.DETECTED, r.score), r)
+            else:  # a face the mesh does not flag (near profile): the detection's box, half its confidence
+                self._measure(t, _sample(f, r, Source.DETECTED, 0.5 * d.score, d.box), r)
         for ti, t in enumerate(self.live):
             if ti not in matched and t.track_id in followed:
                 r = followed[t.track_id]
@@ -261,6 +258,29 @@ class _ShotFollower:
         if key:
             self._start_tracks(f, im, [d for i, d in enumerate(dets) if i not in taken])
         self._merge_duplicates(f)
+
+    def _pairs(self, f: int, dets: list[Face], claim: list[np.ndarray], moved: list[np.ndarray]
+               ) -> list[tuple[int, int]]:
+        """(track, detection) candidates, best first: by IoU, then, for a track seen frames ago, by centre distance
+        (a face moving across the frame leaves its old box within a few frames; the size must agree)."""
+        if not dets or not self.live:
+            return []
+        boxes = np.stack([d.box for d in dets])
+        iou = np.maximum(iou_matrix(np.stack(claim), boxes), iou_matrix(np.stack(moved), boxes))
+        pairs = sorted(np.argwhere(iou >= self.opt.match_iou).tolist(), key=lambda p: -iou[p[0], p[1]])
+        near: list[tuple[float, int, int]] = []
+        for ti, t in enumerate(self.live):
+            gap = f - t.last
+            if gap < 2:
+                continue
+            size = _box_size(claim[ti])
+            reach = size * min(self.opt.max_speed * gap, 1.5)
+            for di, d in enumerate(dets):
+                ratio = _box_size(d.box) / size
+                dist = float(np.linalg.norm(d.centre - (claim[ti][:2] + claim[ti][2:]) / 2))
+                if dist <= reach and 0.67 <= ratio <= 1.5:
+                    near.append((dist / size, ti, di))
+        return pairs + [(ti, di) for _, ti, di in sorted(near)]
 
     @staticmethod
     def _predict(t: _Live, f: int) -> np.ndarray:
@@ -282,7 +302,26 @@ class _ShotFollower:
             t = _Live(self.next_id, {}, r.points, f - 1, det_scores=[d.score])
             self.next_id += 1
             self._measure(t, s, r)
+            if flagged:
+                self._follow_back(t, f, r)
             self.live.append(t)
+
+    def _follow_back(self, t: _Live, f: int, res: MeshResult) -> None:
+        """A face that came into view between key frames: the mesh follows it backwards through the frames since
+        the last key frame, so it is not missing there."""
+        for g in range(f - 1, f - self.opt.key_interval, -1):
+            im = self.recent.get(g)
+            if im is None or g in self.opt.fail_frames:
+                return
+            res = self.mesh.track(im, res.points)
+            if res.score < self.opt.mesh_score:
+                return
+            s = _sample(g, res, Source.TRACKED, res.score)
+            others = [u.measured[g].box for u in self.live if g in u.measured]
+            if others and iou_matrix(s.box[None], np.stack(others)).max() >= self.opt.match_iou:
+                return  # already another track's face there
+            t.measured[g] = s
+            t.face_frames += 1
 
     def _merge_duplicates(self, f: int) -> None:
         """Two tracks on one face (a follower drifted onto a neighbour): the one with fewer face frames ends."""
