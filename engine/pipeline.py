@@ -36,7 +36,7 @@ from engine.sources import SourceTexture, analyse_sources
 from engine.stages import registry
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, warp_crop
 from engine.stages.contracts import Face, SourceIdentity
-from engine.stages.enhance_waifu2x import denoise_model
+from engine.stages.upscale_waifu2x import denoise_model
 from engine.writer import FrameWriter
 
 # Frames whose crops go to a fixed-size model together (a swapper that takes any size has nothing to batch).
@@ -136,7 +136,7 @@ class Engine:
         swapper = registry.create("swap", s.swapper, runtime, offered=offered)
         enhancer = registry.create("enhance", s.face_enhancer, runtime) if s.face_enhancer != "none" else None
         layers = [(layer, registry.create(layer.stage, getattr(s, layer.setting), runtime))
-                  for layer in registry.MATTE_LAYERS if getattr(s, layer.setting) != "none"]
+                  for layer in registry.matte_layers() if getattr(s, layer.setting) != "none"]
         neural = neural_models(s)
         if neural:  # say once what each of this job's neural models really runs on: never a silent fallback
             for report in runtime.reports():

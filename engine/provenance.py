@@ -15,7 +15,7 @@ from engine.analysis import face_models
 from engine.models import catalogue, verify
 from engine.records import JobContext, PendingFrame
 from engine.stages import registry
-from engine.stages.enhance_waifu2x import denoise_model
+from engine.stages.upscale_waifu2x import denoise_model
 
 
 def job_models(s: Any) -> list[str]:
@@ -24,7 +24,7 @@ def job_models(s: Any) -> list[str]:
     ids = [analysis.detector, analysis.landmarker]
     if s.face_selector == "reference":
         ids.append(analysis.recognizer)
-    picked = [s.swapper, s.face_enhancer] + [getattr(s, layer.setting) for layer in registry.MATTE_LAYERS]
+    picked = [s.swapper, s.face_enhancer] + [getattr(s, layer.setting) for layer in registry.matte_layers()]
     return _with_requirements(ids + [m for m in picked if m != "none"])
 
 

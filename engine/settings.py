@@ -26,6 +26,8 @@ class Setting:
     choices: tuple[tuple[str, str], ...] = ()  # (value, description)
     min: float | None = None
     max: float | None = None
+    # {"matte_layer": layer name, "stage": stage of its model[, "on": "target"]}: this setting picks the model of
+    # a matte layer (off at "none"); engine.stages.registry.matte_layers() reads these rows.
     extra: dict[str, Any] = field(default_factory=dict)
     # (other setting, "in" | "not in", values): when this setting has an effect at all. Where it has none, its
     # value is reset to the default before hashing, so changing it never re-keys a cache (normalise()).
@@ -157,10 +159,12 @@ SCHEMA: tuple[Setting, ...] = (
             min=0.0, max=1.0, applies=("face_enhancer", "not in", ("none",))),
     Setting("face_parser", "enum", "none", "Region Matte",
             "Limit the matte to skin, brows, eyes, nose, mouth and lips found by a face parser", "matte",
-            choices=_catalogue_choices("parse", "No region matte")),
+            choices=_catalogue_choices("parse", "No region matte"),
+            extra={"matte_layer": "Regions", "stage": "parse"}),
     Setting("occluder", "enum", "none", "Occlusion Matte",
             "Keep hands, hair and objects in front of the face out of the matte", "matte",
-            choices=_catalogue_choices("occlude", "No occlusion matte")),
+            choices=_catalogue_choices("occlude", "No occlusion matte"),
+            extra={"matte_layer": "Occlusion", "stage": "occlude", "on": "target"}),
     Setting("matte_erode", "float", 0.03, "Matte Erode",
             "Shrink the matte by this fraction of the face size before feathering", "matte", min=0.0, max=0.3),
     Setting("matte_feather", "float", 0.06, "Matte Feather",

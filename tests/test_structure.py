@@ -204,12 +204,12 @@ def plugins():
     from engine.stages import registry
 
     registry.register("swap", "test_constant", _ConstantSwapper, builtin=True, label="paints one colour")
-    settings.register(settings.Setting("test_half", "enum", "none", "Half Matte", "A test matte layer", "matte",
-                                       choices=(("none", "off"), ("test_left_half", "left half of the crop"))))
+    # a matte layer: its model, and the one setting that declares the layer and picks the model
     registry.register("matte", "test_left_half", _LeftHalfMatte, builtin=True)
-    registry.register_matte(registry.MatteLayer("HalfMatte", "test_half", "matte"))
+    settings.register(settings.Setting("test_half", "enum", "none", "Half Matte", "A test matte layer", "matte",
+                                       choices=(("none", "off"), ("test_left_half", "left half of the crop")),
+                                       extra={"matte_layer": "HalfMatte", "stage": "matte"}))
     yield registry
-    registry.unregister_matte("HalfMatte")
     registry.unregister("matte", "test_left_half")
     registry.unregister("swap", "test_constant")
     settings.unregister("test_half")

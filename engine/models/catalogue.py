@@ -18,7 +18,7 @@ ENV_MODELS_DIR = "FACE_FUSION_MODELS_DIR"
 ENV_CATALOGUE = "FACE_FUSION_CATALOGUE"
 CATALOGUE_PATH = Path(__file__).resolve().parents[2] / "models" / "catalogue.json"
 _LOOPBACK = ("http://127.0.0.1:", "http://localhost:")  # local mirrors and tests only
-STAGES = ("detect", "landmarks", "recognize", "swap", "enhance", "upscale", "parse", "occlude", "convert")
+STAGES = ("detect", "landmarks", "recognize", "swap", "enhance", "upscale", "parse", "occlude", "matte", "convert")
 
 
 class CatalogueError(ValueError):

@@ -143,7 +143,7 @@ class Occluder(Protocol):
 
 
 class MatteModel(Protocol):
-    """A matte layer's model (registry.MATTE_LAYERS): one matte per crop, combined by per-pixel minimum."""
+    """A matte layer's model (registry.matte_layers()): one matte per crop, combined by per-pixel minimum."""
 
     id: str
 

@@ -88,3 +88,6 @@ class ScrfdDetector(NeuralBackend):
         keep = nms(boxes, scores, float(self.options.get("nms", 0.4)))
         return [Face(box=(boxes[i] / scale).astype(np.float64), score=float(scores[i]),
                      kps5=(kps[i] / scale).astype(np.float64)) for i in keep]
+
+
+BACKEND = ScrfdDetector  # found by the registry: catalogue backend "scrfd"

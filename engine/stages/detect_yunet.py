@@ -46,3 +46,6 @@ class YunetDetector(NeuralBackend):
         keep = nms(boxes, scores, float(self.options.get("nms", 0.3)))
         return [Face(box=(boxes[i] / scale).astype(np.float64), score=float(scores[i]),
                      kps5=(kps[i] / scale).astype(np.float64)) for i in keep]
+
+
+BACKEND = YunetDetector  # found by the registry: catalogue backend "yunet"

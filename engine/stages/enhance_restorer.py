@@ -42,3 +42,6 @@ class FaceRestorer(NeuralBackend):
         if s != self.size:
             res = np.stack([cv2.resize(c, (s, s), interpolation=cv2.INTER_AREA) for c in res])
         return res
+
+
+BACKEND = FaceRestorer  # found by the registry: catalogue backend "restorer"

@@ -38,3 +38,6 @@ class Lmk106Landmarker(NeuralBackend):
         groups = self.spec.get("kps5_from_106") or DEFAULT_KPS5
         for f, p in zip(faces, self.points106(frame_u8, faces), strict=True):
             f.kps5 = np.stack([p[list(g)].mean(axis=0) for g in groups]).astype(np.float64)
+
+
+BACKEND = Lmk106Landmarker  # found by the registry: catalogue backend "2d106"

@@ -62,3 +62,6 @@ class Fan68Landmarker(NeuralBackend):
             score = float(np.interp(np.amax(h, axis=(1, 2)).mean(), [0.0, 0.9], [0.0, 1.0]))
             if f.kps5 is None or score >= float(self.options.get("score", 0.5)):
                 f.kps5 = kps5_from_68(f.landmarks68)
+
+
+BACKEND = Fan68Landmarker  # found by the registry: catalogue backend "2dfan4"

@@ -36,3 +36,6 @@ class BiSeNetParser(NeuralBackend):
         lab = self.labels(crops)
         masks = np.isin(lab, classes).astype(np.float32)
         return np.stack([cv2.resize(m, (s, s), interpolation=cv2.INTER_LINEAR) for m in masks])
+
+
+BACKEND = BiSeNetParser  # found by the registry: catalogue backend "bisenet"

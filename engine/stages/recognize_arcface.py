@@ -44,3 +44,6 @@ class ArcFaceRecognizer(NeuralBackend):
             return
         for f, e in zip(faces, self.embed_image(u8_to_unit(frame_u8), faces), strict=True):
             f.embeddings[self.id] = e
+
+
+BACKEND = ArcFaceRecognizer  # found by the registry: catalogue backend "arcface"

@@ -1,12 +1,13 @@
 """Every backend of every stage is made here, and checked against its stage's contract when it loads.
 
-A backend is a factory ``factory(entry, runtime, **options) -> object``. Catalogue models name their backend
-(``"backend": "inswapper"``); built-in models with no file (the geometric swapper, dlib's HOG detector, test
-doubles) are registered under their own id with ``builtin=True``. ``register`` is the public way in, for this
-package's modules and for plug-ins or tests alike.
+A backend is a factory ``factory(entry, runtime, **options) -> object``. A catalogue model names its backend
+(``"backend": "inswapper"``), found as the module ``engine/stages/<stage>_<backend>.py`` whose ``BACKEND`` is
+the factory; built-in models with no file (the geometric swapper, dlib's HOG detector, test doubles) are
+registered under their own id with ``builtin=True``. ``register`` is the public way in, for plug-ins and tests.
 
-A matte layer is one row of ``MATTE_LAYERS`` (name, the setting that picks its model, the stage of that model);
-the pipeline runs every enabled row the same way and narrows ``FaceMatte`` by the per-pixel minimum.
+A matte layer is a row of one table, read from the settings that declare one (``matte_layers()``: name, the
+setting that picks its model, the stage of that model); the pipeline runs every enabled row the same way and
+narrows ``FaceMatte`` by the per-pixel minimum.
 """
 
 from __future__ import annotations
@@ -70,7 +71,12 @@ class MatteLayer:
     setting: str  # settings value "none" = off, else the model id to load
     stage: str
     on: str = "swapped"  # "target": judged on the plate's crop (what covers the face); "swapped": on the result
-    call: Callable[[Any, np.ndarray], np.ndarray] | None = None  # default: the stage's contract method
+
+
+def matte_layers() -> list[MatteLayer]:
+    """The table of matte layers: one row per setting that declares one (``Setting.extra["matte_layer"]``)."""
+    return [MatteLayer(s.extra["matte_layer"], s.name, s.extra["stage"], s.extra.get("on", "swapped"))
+            for s in schema.SCHEMA if "matte_layer" in s.extra]
 
 
 class ContractError(EngineError):
@@ -85,7 +91,6 @@ PARSER_REGIONS = ("skin", "brows", "eyes", "nose", "mouth", "lips")
 
 BACKENDS: dict[tuple[str, str], Backend] = {}  # (stage, backend name) -> how to make it
 BUILTINS: dict[str, BuiltinModel] = {}
-MATTE_LAYERS: list[MatteLayer] = []
 _cache: dict[tuple, Any] = {}
 _lock = threading.Lock()
 
@@ -105,16 +110,6 @@ def register(stage: str, backend: str, factory: Factory | str, *, builtin: bool 
         schema.add_choice(STAGE_SETTING[stage], backend, label or backend)
 
 
-def register_matte(layer: MatteLayer) -> None:
-    """Add a matte layer. Its setting must exist (``settings.register`` adds one)."""
-    if layer.setting not in schema.BY_NAME:
-        raise UnknownBackend(f"matte layer {layer.name!r} names the unknown setting {layer.setting!r}",)
-    if layer.stage not in CONTRACTS:
-        raise UnknownBackend(f"matte layer {layer.name!r} names the unknown stage {layer.stage!r}")
-    with _lock:
-        MATTE_LAYERS[:] = [m for m in MATTE_LAYERS if m.name != layer.name] + [layer]
-
-
 def unregister(stage: str, backend: str) -> None:
     with _lock:
         BACKENDS.pop((stage, backend), None)
@@ -122,11 +117,6 @@ def unregister(stage: str, backend: str) -> None:
         _cache.clear()
     if builtin is not None and stage in STAGE_SETTING:
         schema.remove_choice(STAGE_SETTING[stage], backend)
-
-
-def unregister_matte(name: str) -> None:
-    with _lock:
-        MATTE_LAYERS[:] = [m for m in MATTE_LAYERS if m.name != name]
 
 
 def model(model_id: str) -> catalogue.ModelEntry | BuiltinModel:
@@ -137,7 +127,7 @@ def model(model_id: str) -> catalogue.ModelEntry | BuiltinModel:
 
 def models_for(stage: str) -> list[str]:
     """Model ids that ``create`` can build for ``stage``."""
-    ids = [e.id for e in catalogue.by_stage(stage) if (stage, e.backend) in BACKENDS]
+    ids = [e.id for e in catalogue.by_stage(stage) if _spec(stage, e.backend) is not None]
     return ids + [b.id for b in BUILTINS.values() if b.stage == stage]
 
 
@@ -149,12 +139,35 @@ def is_neural(model_id: str) -> bool:
         entry = catalogue.get(model_id)
     except catalogue.CatalogueError:
         return False
-    return (entry.stage, entry.backend) in BACKENDS and not entry.embedded
+    return not entry.embedded and _spec(entry.stage, entry.backend) is not None
+
+
+def _spec(stage: str, backend: str) -> Backend | None:
+    """A registered backend, else the module named for it: ``engine/stages/<stage>_<backend>.py`` whose
+    ``BACKEND`` is the factory (and ``WANTS`` the job values it takes). So a new backend is one module."""
+    spec = BACKENDS.get((stage, backend))
+    if spec is not None or stage not in CONTRACTS:
+        return spec
+    name = f"engine.stages.{stage}_{backend}"
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            raise
+        return None
+    factory = getattr(module, "BACKEND", None)
+    if factory is None:
+        raise ContractError(f"backend module {name} does not say which class it provides",
+                            "end it with BACKEND = <the class>")
+    spec = Backend(stage, factory, tuple(getattr(module, "WANTS", ())))
+    with _lock:
+        BACKENDS[(stage, backend)] = spec
+    return spec
 
 
 def wants(stage: str, model_id: str) -> tuple[str, ...]:
     """The job values the backend of ``model_id`` takes (e.g. ``source_texture``)."""
-    spec = BACKENDS.get((stage, model(model_id).backend))
+    spec = _spec(stage, model(model_id).backend)
     return spec.wants if spec is not None else ()
 
 
@@ -181,7 +194,7 @@ def create(stage: str, model_id: str, runtime: Any, *, offered: dict[str, Any] |
     entry = model(model_id)
     if entry.stage != stage:
         raise UnknownBackend(f"{model_id} is a {entry.stage} model, not a {stage} model")
-    spec = BACKENDS.get((stage, entry.backend))
+    spec = _spec(stage, entry.backend)
     if spec is None:
         raise UnknownBackend(f"{model_id} (backend {entry.backend}) has no registered backend")
     kwargs = dict(options)
@@ -231,34 +244,17 @@ def _matte(backend: Any, crops: np.ndarray) -> np.ndarray:
 
 
 def layer_call(layer: MatteLayer) -> Callable[[Any, np.ndarray], np.ndarray]:
-    return layer.call or {"occlude": _occlusion, "parse": _regions}.get(layer.stage, _matte)
+    """How a layer's model gives its matte: the method of its stage's contract."""
+    return {"occlude": _occlusion, "parse": _regions}.get(layer.stage, _matte)
 
 
-# The backends this package ships: (stage, backend name, factory, job values it wants)
-_SHIPPED: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
-    ("detect", "scrfd", "engine.stages.detect_scrfd:ScrfdDetector", ()),
-    ("detect", "yunet", "engine.stages.detect_yunet:YunetDetector", ()),
-    ("landmarks", "2dfan4", "engine.stages.landmarks_2dfan4:Fan68Landmarker", ()),
-    ("landmarks", "2d106", "engine.stages.landmarks_2d106:Lmk106Landmarker", ()),
-    ("recognize", "arcface", "engine.stages.recognize_arcface:ArcFaceRecognizer", ()),
-    ("swap", "inswapper", "engine.stages.swap_inswapper:InswapperSwapper", ()),
-    ("swap", "hyperswap", "engine.stages.swap_hyperswap:HyperSwapSwapper", ()),
-    ("swap", "simswap", "engine.stages.swap_simswap:SimSwapSwapper", ()),
-    ("enhance", "restorer", "engine.stages.enhance_restorer:FaceRestorer", ()),
-    ("upscale", "realesrgan", "engine.stages.upscale_realesrgan:RealEsrganUpscaler", ()),
-    ("upscale", "waifu2x", "engine.stages.enhance_waifu2x:Waifu2xUpscaler", ()),
-    ("parse", "bisenet", "engine.stages.parse_bisenet:BiSeNetParser", ()),
-    ("occlude", "xseg", "engine.stages.occlude_xseg:XSegOccluder", ()),
-    # dlib's embedded files: one backend name per stage, the catalogue entries name the files
-    ("landmarks", "dlib", "engine.stages.dlib_face:DlibLandmarker", ()),
-    ("recognize", "dlib", "engine.stages.dlib_face:DlibRecognizer", ()),
-)
-for _stage, _name, _factory, _wants in _SHIPPED:
-    register(_stage, _name, _factory, wants=_wants)
+# Backends that do not follow the module naming (one module serves three stages); the others are found by name.
+for _stage, _name, _factory in (("landmarks", "dlib", "engine.stages.dlib_face:DlibLandmarker"),
+                                ("recognize", "dlib", "engine.stages.dlib_face:DlibRecognizer")):
+    register(_stage, _name, _factory)
 # Built-in models with no file to fetch
 register("detect", "dlib_hog", "engine.stages.dlib_face:DlibDetector", builtin=True,
          label="dlib HOG face detector (built into dlib)", version="dlib", wants=("upsample",))
 register("swap", "geometric", "engine.stages.swap_geometric:GeometricSwapper", builtin=True,
          label=schema.BY_NAME["swapper"].choices[0][1], wants=("source_texture", "keep_eyes_mouth"))
-register_matte(MatteLayer("Occlusion", "occluder", "occlude", on="target"))
-register_matte(MatteLayer("Regions", "face_parser", "parse"))
+

@@ -10,3 +10,6 @@ from engine.stages.swap_common import NeuralSwapper
 
 class HyperSwapSwapper(NeuralSwapper):
     """Everything is in the shared swapper; the spec (normalisation, outputs) is the catalogue's."""
+
+
+BACKEND = HyperSwapSwapper  # found by the registry: catalogue backend "hyperswap"

@@ -33,3 +33,6 @@ class InswapperSwapper(NeuralSwapper):
     def source_vector(self, source: SourceIdentity) -> np.ndarray:
         latent = self.source_embedding(source) @ self.emap
         return latent / max(float(np.linalg.norm(latent)), 1e-12)
+
+
+BACKEND = InswapperSwapper  # found by the registry: catalogue backend "inswapper"

@@ -22,3 +22,6 @@ class SimSwapSwapper(NeuralSwapper):
         raw = self.source_embedding(source, normalised=False).reshape(1, -1)
         (out,) = self.converter.run({self.converter.input_names[0]: raw})[:1]
         return l2_normalise(out.reshape(-1))
+
+
+BACKEND = SimSwapSwapper  # found by the registry: catalogue backend "simswap"

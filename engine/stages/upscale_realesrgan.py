@@ -37,3 +37,6 @@ class RealEsrganUpscaler(NeuralBackend):
             return crops
         (out,) = self.session.run_batched({self.input_name("input"): to_tensor(crops, self.spec)})[:1]
         return from_tensor(out, self.spec)
+
+
+BACKEND = RealEsrganUpscaler  # found by the registry: catalogue backend "realesrgan"

@@ -46,3 +46,6 @@ class Waifu2xUpscaler:
         for _ in range(steps):
             srgb = self.upscale2(srgb)
         return srgb
+
+
+BACKEND = Waifu2xUpscaler  # found by the registry: catalogue backend "waifu2x"
