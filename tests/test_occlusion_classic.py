@@ -94,6 +94,24 @@ def test_an_occluder_over_the_mouth_keeps_the_plate_and_the_rest_of_the_skin_sta
     assert (matte[free_skin] >= 0.99).mean() >= 0.8
 
 
+def test_a_platinum_fringe_over_the_forehead_is_hair_not_a_highlight(face):
+    crop, lm, model = face
+    pts = points78(lm)
+    fringe = np.zeros(crop.shape[:2], np.uint8)
+    band = np.vstack([pts[68:78], (lm[17:27] * 0.45 + pts[68:78] * 0.55)[::-1]])  # top half of the forehead
+    cv2.fillPoly(fringe, [np.round(band).astype(np.int32)], 1)
+    hair = crop.copy()
+    noise = np.random.default_rng(2).normal(0, 0.015, crop.shape).astype(np.float32)
+    hair[fringe > 0] = np.clip(np.array([0.93, 0.92, 0.89], np.float32) + noise, 0, 1)[fringe > 0]
+    matte = occlusion_matte(hair, lm, model)
+    outline = geometry68.hull_mask(pts, crop.shape[0]) > 0.5
+    core = (cv2.erode(fringe, np.ones((5, 5), np.uint8)) > 0) & outline
+    assert core.sum() > 500
+    assert (matte[core] == 0.0).mean() >= 0.99
+    assert (matte[_skin(lm, crop.shape[0]) & ~(cv2.dilate(fringe, np.ones((15, 15), np.uint8)) > 0)] >= 0.99
+            ).mean() >= 0.8
+
+
 def test_the_clear_face_is_visible_and_eyes_and_mouth_are_not_occluders(face):
     crop, lm, model = face
     matte = occlusion_matte(crop, lm, model)

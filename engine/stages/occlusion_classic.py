@@ -157,6 +157,22 @@ def _fill_enclosed(mask: np.ndarray, max_area: float) -> np.ndarray:
     return mask | fill[labels[1:-1, 1:-1]]
 
 
+def _pale_hair(lab: np.ndarray, skin: SkinGaussian, outline: np.ndarray, features: np.ndarray, scale: float
+               ) -> np.ndarray:
+    """White, grey or platinum hair over the face: brighter than the skin and nearly neutral, which the skin model
+    lets pass as a highlight. Highlights are small and lie inside the face; hair is a large region that enters
+    from the outline's edge, so only pale regions of some size that touch the edge count."""
+    chroma = np.hypot(lab[..., 1], lab[..., 2])
+    pale = (lab[..., 0] > skin.l_range[2] + 3.0) & (chroma < 0.5 * float(np.hypot(*skin.ab_mean))) & outline
+    pale &= ~features
+    if not pale.any():
+        return pale
+    edge = outline & ~(cv2.erode(outline.astype(np.uint8), np.ones((3, 3), np.uint8),
+                                 iterations=max(1, int(0.04 * scale))) > 0)
+    pale = _remove_small(pale, (0.06 * scale) ** 2)
+    return _touching(pale, pale & edge)
+
+
 def occluders(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetSkinModel) -> np.ndarray:
     """Boolean (S, S): pixels inside the face outline that something covers."""
     outline, cheeks, features, scale = _regions(crop_srgb, landmarks)
@@ -167,7 +183,7 @@ def occluders(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetSkinMod
     k = max(3, int(round(0.012 * scale)) | 1)
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
     seeds = cv2.morphologyEx((far & ~features).astype(np.uint8), cv2.MORPH_OPEN, kernel) > 0
-    seeds = _remove_small(seeds, (0.03 * scale) ** 2)
+    seeds = _remove_small(seeds, (0.03 * scale) ** 2) | _pale_hair(lab, skin, outline, features, scale)
     if not seeds.any():
         return seeds
     # Over eyes, brows and lips: the occluder found on the skin lends its own colours; a feature pixel nearer to

@@ -51,7 +51,8 @@ def _check_crop(crop: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SkinGaussian:
-    """A skin colour model: a Gaussian in CIE a*b* and the L* percentiles (5th, 50th, 98th) of the sample."""
+    """A skin colour model: a Gaussian in CIE a*b* and the L* percentiles (5th, 50th, 90th) of the sample
+    (the 90th, not the 98th: pale hair over a cheek must not widen the range)."""
 
     ab_mean: np.ndarray  # (2,)
     ab_cov: np.ndarray  # (2, 2)
@@ -63,7 +64,7 @@ class SkinGaussian:
         ab = sample[:, 1:].astype(np.float64)
         mean = np.median(ab, axis=0)
         cov = np.cov((ab - mean).T) + np.diag([1.5, 1.5])  # a floor: camera noise on a very even face
-        return SkinGaussian(mean, cov, np.percentile(sample[:, 0], [5, 50, 98]).astype(np.float64))
+        return SkinGaussian(mean, cov, np.percentile(sample[:, 0], [5, 50, 90]).astype(np.float64))
 
     def distance(self, lab: np.ndarray, l_margin: float = 12.0) -> np.ndarray:
         """Mahalanobis distance in a*b* (in units of 3 sigma) combined with how far L* lies outside the
