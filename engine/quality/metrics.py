@@ -97,6 +97,15 @@ def skin_delta_e(plate: np.ndarray, result: np.ndarray, lm68: np.ndarray) -> tup
     return float(np.mean(de76)), float(np.mean(de00))
 
 
+def _bbox(mask: np.ndarray, pad: int) -> tuple[slice, slice]:
+    """Slices of the mask's bounding box grown by ``pad`` px: figures over small regions of a large frame are
+    computed there only (the same values: every filter's reach is inside the pad)."""
+    ys, xs = np.nonzero(mask)
+    h, w = mask.shape
+    return (slice(max(ys.min() - pad, 0), min(ys.max() + pad + 1, h)),
+            slice(max(xs.min() - pad, 0), min(xs.max() + pad + 1, w)))
+
+
 def _l_star(lin: np.ndarray) -> np.ndarray:
     return lab_d65(lin)[..., 0]
 
@@ -121,6 +130,8 @@ def edge_ratio(result: np.ndarray, plate: np.ndarray, matte: np.ndarray, width: 
     band = contour_band(matte, width)
     if not band.any() or band.all():
         return float("nan")
+    box = _bbox(band, 2)
+    band, result, plate = band[box], result[box], plate[box]
     e_plate = float(_grad_energy(_l_star(plate))[band].sum())
     e_result = float(_grad_energy(_l_star(result))[band].sum())
     return e_result / e_plate if e_plate > 0 else float("nan")
@@ -129,7 +140,7 @@ def edge_ratio(result: np.ndarray, plate: np.ndarray, matte: np.ndarray, width: 
 def mean_l_inside(lin: np.ndarray, matte: np.ndarray) -> float:
     """Mean L* of the pixels where the matte is at least 0.5 (NaN when there are none)."""
     sel = np.asarray(matte) >= 0.5
-    return float(_l_star(lin)[sel].mean()) if sel.any() else float("nan")
+    return float(_l_star(lin[sel]).mean()) if sel.any() else float("nan")
 
 
 def flicker_ratio(results: Sequence[np.ndarray], plates: Sequence[np.ndarray], mattes: Sequence[np.ndarray]) -> float:
@@ -150,10 +161,13 @@ def flicker_ratio(results: Sequence[np.ndarray], plates: Sequence[np.ndarray], m
 
 def high_frequency_energy(lin: np.ndarray, region: np.ndarray, sigma: float = 1.5) -> float:
     """Mean squared difference between L* and L* blurred with a Gaussian of ``sigma`` px, inside the region."""
-    lum = _l_star(lin).astype(np.float32)
-    fine = lum - cv2.GaussianBlur(lum, (0, 0), sigma)
     sel = np.asarray(region) >= 0.5
-    return float((fine[sel] ** 2).mean()) if sel.any() else float("nan")
+    if not sel.any():
+        return float("nan")
+    box = _bbox(sel, int(np.ceil(4 * sigma)) + 1)
+    lum = _l_star(lin[box]).astype(np.float32)
+    fine = lum - cv2.GaussianBlur(lum, (0, 0), sigma)
+    return float((fine[sel[box]] ** 2).mean())
 
 
 def skin_region(lm68: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
