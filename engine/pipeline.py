@@ -163,6 +163,8 @@ class Engine:
         return pendings
 
     def _render(self, ctx: JobContext, todo: list[int], writer: FrameWriter, prov: Provenance) -> None:
+        """analyse -> select, then per chunk: align -> swap -> refine -> mattes, and per frame once its
+        neighbours are swapped: colour -> composite -> write."""
         if not todo:
             return
         selected = self._select(ctx, todo)
@@ -174,7 +176,8 @@ class Engine:
 
         def colour_composite_write(p: PendingFrame) -> None:
             ctx.check_cancel()
-            layers, rgba = composite_frame(ctx, p, window.matched(p))
+            matched = window.matched(p)
+            layers, rgba = composite_frame(ctx, p, matched)
             writer.write(p, layers, rgba, prov.attributes(p))
 
         try:
