@@ -149,7 +149,8 @@ def summary(run: Run, plates: dict[int, np.ndarray]) -> dict[str, float]:
 DEFINITIONS = [
     ("coverage", metrics.coverage), ("dE76 / dE00", metrics.skin_delta_e), ("cheek patches", metrics.cheek_patches),
     ("edge ratio", metrics.edge_ratio), ("flicker ratio", metrics.flicker_ratio),
-    ("sharpness ratio", metrics.sharpness_ratio), ("skin region", metrics.skin_region),
+    ("sharpness ratio", metrics.sharpness_ratio), ("high-frequency energy", metrics.high_frequency_energy),
+    ("skin region", metrics.skin_region),
     ("identity", metrics.identity_figures), ("expression error", metrics.expression_error),
     ("mouth open ratio", metrics.mouth_open_ratio), ("untouched bit-exact", metrics.untouched_bit_exact),
 ]
@@ -260,7 +261,10 @@ def run_report(sources: list[str], target: str, frames: tuple[int | None, int | 
                                    "the faces the independent detector run found (no annotations given)."),
              "Independent detector run: dlib HOG detector, 68 landmarks and 128-d recognizer on the plate "
              "(sRGB, 8-bit); result landmarks and embeddings at the plate's face boxes.",
-             "The reference row's untouched pixels are compared at its own 8-bit output precision."]
+             "The reference row's untouched pixels are compared at its own 8-bit output precision.",
+             "Per shot: dE median and 90th percentile over every measured face in every frame; edge ratio the mean "
+             "of the frames' (width 3 px); sharpness (skin region where the matte is at least 0.5), identity and "
+             "expression the means over measured faces; flicker over the whole range; untouched the worst frame."]
     write_per_frame(os.path.join(output, "per_frame.csv"), [r for r in (engine_run, ref_run) if r is not None])
     notes.append("Per frame and face figures: `per_frame.csv`.")
     write_markdown(os.path.join(output, "report.md"), command, rows, notes)
