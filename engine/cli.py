@@ -84,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Each command imports only what it runs (numpy, OpenCV, onnxruntime stay out of `models list` and `--help`).
     if argv and argv[0] == "serve":
         from engine.server import main as serve_main
 

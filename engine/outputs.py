@@ -45,7 +45,7 @@ def pid_alive(pid: int) -> bool:
     if pid <= 0:
         return False
     if os.name == "nt":  # os.kill(pid, 0) would terminate the process on Windows
-        import ctypes
+        import ctypes  # Windows only
 
         kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
         handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION

@@ -100,7 +100,7 @@ SWAPPER_CHOICES: tuple[tuple[str, str], ...] = (
 
 def _neural_swappers() -> tuple[tuple[str, str], ...]:
     """Neural swappers from the model catalogue (models/catalogue.json, read with the standard library)."""
-    try:
+    try:  # the add-on may load this file alone (no package around it): then only the built-in swapper
         from .models.catalogue import swapper_choices
     except ImportError:
         return ()
@@ -112,7 +112,7 @@ SWAPPER_CHOICES = SWAPPER_CHOICES + _neural_swappers()
 
 def _catalogue_choices(stage: str, off: str) -> tuple[tuple[str, str], ...]:
     """("none", off) plus the catalogue's models of a stage (downloaded on the artist's request only)."""
-    try:
+    try:  # as above: the catalogue is optional when this file is loaded alone
         from .models.catalogue import by_stage
         entries = by_stage(stage)
     except (ImportError, OSError, ValueError):

@@ -11,7 +11,7 @@ from engine.errors import EngineError
 
 class Movie:
     def __init__(self, path: str, what: str = "plate") -> None:
-        import av
+        import av  # PyAV is heavy and only movie plates need it
 
         if not os.path.exists(path):
             raise EngineError(f"{what} '{path}' does not exist", "check the path")

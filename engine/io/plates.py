@@ -119,7 +119,7 @@ class Plate:
         elif not path:
             raise EngineError(f"no {what} given", f"pass a {what} file, sequence pattern or movie")
         elif os.path.splitext(path)[1].lower() in MOVIE_EXTENSIONS:
-            from engine.io.movie import Movie
+            from engine.io.movie import Movie  # loads PyAV: only for movie plates
 
             self._movie = Movie(path, what)
             self.frames = list(range(1, self._movie.frame_count + 1))

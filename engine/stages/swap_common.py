@@ -7,6 +7,7 @@ import threading
 import cv2
 import numpy as np
 
+from engine.stages import registry
 from engine.stages.align import template
 from engine.stages.contracts import SourceIdentity, SwapInput, SwapOutput
 from engine.stages.onnx_io import NeuralBackend, from_tensor, to_tensor
@@ -29,11 +30,9 @@ class NeuralSwapper(NeuralBackend):
     @property
     def recognizer(self) -> ArcFaceRecognizer:
         with self._lock:
-            if self._recognizer is None:
-                from engine.models import catalogue
-
+            if self._recognizer is None:  # the identity model the catalogue pairs with this swapper
                 emb_id = str(self.spec.get("embedding", "arcface_w600k_r50"))
-                self._recognizer = ArcFaceRecognizer(catalogue.get(emb_id), self.runtime)
+                self._recognizer = registry.create("recognize", emb_id, self.runtime)
             return self._recognizer
 
     def source_embedding(self, source: SourceIdentity, *, normalised: bool = True) -> np.ndarray:

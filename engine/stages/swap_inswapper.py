@@ -13,7 +13,7 @@ from engine.stages.swap_common import NeuralSwapper
 
 
 def read_emap(path) -> np.ndarray:
-    import onnx
+    import onnx  # heavy, and only needed once to read the emap initializer
     from onnx import numpy_helper
 
     model = onnx.load(str(path), load_external_data=False)
