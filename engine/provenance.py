@@ -18,12 +18,18 @@ from engine.stages import registry
 from engine.stages.upscale_waifu2x import denoise_model
 
 
-def job_models(s: Any) -> list[str]:
-    """Model ids a job with settings ``s`` loads for every frame (super-resolution is per frame)."""
+def analysis_models(s: Any) -> list[str]:
+    """The models that look at every frame: detector and landmarker (and recognizer to pick a person)."""
     analysis = face_models(s)
     ids = [analysis.detector, analysis.landmarker]
     if s.face_selector == "reference":
         ids.append(analysis.recognizer)
+    return ids
+
+
+def job_models(s: Any) -> list[str]:
+    """Model ids a job with settings ``s`` loads for every frame (super-resolution is per frame)."""
+    ids = analysis_models(s)
     picked = [s.swapper, s.face_enhancer] + [getattr(s, layer.setting) for layer in registry.matte_layers()]
     return _with_requirements(ids + [m for m in picked if m != "none"])
 
@@ -50,6 +56,7 @@ class Provenance:
     def __init__(self, ctx: JobContext, models_dir: str | None) -> None:
         self.ctx = ctx
         self.base = job_models(ctx.settings)
+        self.analysis = analysis_models(ctx.settings)
         self.sr_model = denoise_model(ctx.settings.sr_denoise) if ctx.settings.super_resolution else None
         self.super_resolved = False  # any frame of the job
         self._record = verify.read_record(catalogue.models_dir(models_dir))
@@ -77,7 +84,10 @@ class Provenance:
         return {m: self.hash_of(m) for m in ids}
 
     def frame_models(self, p: PendingFrame) -> dict[str, str]:
+        """What touched this frame: a frame without a face to replace saw only the analysis models."""
         self.super_resolved = self.super_resolved or p.super_resolved
+        if not p.faces:
+            return {m: self.hash_of(m) for m in self.analysis}
         return self.models(p.super_resolved)
 
     def job_models(self) -> dict[str, str]:
