@@ -226,6 +226,19 @@ def test_a_pooled_tone_sets_level_and_colour_and_stands_in_for_an_empty_skin():
     assert lighting.skin_tone(out, c["skin"]).mean == pytest.approx(here.mean, rel=0.1)
 
 
+def test_the_face_follows_the_plates_exposure_from_frame_to_frame_and_adds_no_pulse_of_its_own():
+    swapped, c = pair("paul_rudd", "astronaut")
+    sel = c["skin"] > 0.5
+    exposures = [1.0, 0.8, 1.15, 0.9, 1.0]  # a flickering practical light in the plate
+    ratios = []
+    a = c["matte"][..., None]
+    for k in exposures:
+        plate = c["lin"] * np.float32(k)
+        out = lighting.relight(swapped, plate, c["skin"], c["scale"]) * a + plate * (1 - a)
+        ratios.append((out[sel] @ _LUMA).mean() / (plate[sel] @ _LUMA).mean())
+    assert np.ptp(ratios) < 1e-4  # the composite's frame-to-frame change is the plate's
+
+
 def test_strength_zero_is_the_swap_and_half_strength_is_half_the_exposure_change():
     swapped, c = pair("paul_rudd", "astronaut")
     assert np.array_equal(lighting.relight(swapped, c["lin"], c["skin"], c["scale"], strength=0.0), swapped)
