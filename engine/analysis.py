@@ -49,10 +49,6 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def to_u8(srgb: np.ndarray) -> np.ndarray:
-    return (np.clip(srgb, 0, 1) * 255.0 + 0.5).astype(np.uint8)
-
-
 def frames_needed(ctx: JobContext, todo: list[int]) -> list[int]:
     """Frame f's colour averages f +- radius, whose geometry is smoothed over +- radius again: analyse +- 2 radius
     so every rendered frame sees full windows, whatever range the job was given (chunked farm renders)."""
@@ -89,7 +85,7 @@ def analyse_frames(engine: Any, ctx: JobContext, need: list[int], embed: bool) -
                     progress()
                     continue
                 rgba, gamut = ctx.plate.read(f)
-                u8 = to_u8(colour.linear_to_model(rgba[..., :3], gamut))
+                u8 = colour.to_u8(colour.linear_to_model(rgba[..., :3], gamut))
                 in_flight.append((f, u8, pool.submit(engine.detect_u8, u8, s.detector_upsample, models)))
                 if len(in_flight) > workers:
                     collect()

@@ -21,7 +21,7 @@ import numpy as np
 
 from engine import audit
 from engine import settings as schema
-from engine.analysis import DEFAULT_FACE_MODELS, FaceModels, analyse_frames, frames_needed, to_u8, tracks_of
+from engine.analysis import DEFAULT_FACE_MODELS, FaceModels, analyse_frames, frames_needed, tracks_of
 from engine.colour_window import ColourWindow, composite_frame
 from engine.errors import EngineError, JobCancelled
 from engine.face_steps import align, mattes, refine_crops, swap
@@ -268,11 +268,11 @@ class Engine:
         finally:
             plate.close()
         srgb = colour.linear_to_model(rgba[..., :3], gamut)
-        faces = self.analyse_u8(to_u8(srgb), s.detector_upsample, embed=True)
+        faces = self.analyse_u8(colour.to_u8(srgb), s.detector_upsample, embed=True)
         out = []
         for i, face in enumerate(faces):
             m = crop_matrix(face.kps5, FFHQ_TEMPLATE, 96)
-            thumb = to_u8(warp_crop(srgb, m, 96))
+            thumb = colour.to_u8(warp_crop(srgb, m, 96))
             out.append({"index": i, "box": [float(v) for v in face.box], "score": face.score,
                         "landmarks": face.landmarks68.tolist(),
                         "embedding": face.embeddings[DEFAULT_FACE_MODELS.recognizer].tolist(), "thumbnail": thumb})

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.analysis import face_models, to_u8
+from engine.analysis import face_models
 from engine.errors import EngineError
 from engine.io import colour
 from engine.records import JobContext
@@ -80,8 +80,8 @@ def _reference_embedding(engine: Any, ctx: JobContext, raw: dict[int, list[Face]
         faces = raw[f]
     else:
         rgba, gamut = plate.read(f)
-        faces = engine.analyse_u8(to_u8(colour.linear_to_model(rgba[..., :3], gamut)), s.detector_upsample,
-                                  embed=True, models=face_models(s))
+        u8 = colour.to_u8(colour.linear_to_model(rgba[..., :3], gamut))
+        faces = engine.analyse_u8(u8, s.detector_upsample, embed=True, models=face_models(s))
     idx = s.reference_face
     if idx >= len(faces):
         raise EngineError(f"reference frame {f} has {len(faces)} face(s), so face index {idx} does not exist",

@@ -37,7 +37,7 @@ def analyse_sources(srcs: list[ImageInput], analyse: Callable[[np.ndarray, int],
     digest = hashlib.sha256()
     for src in srcs:
         srgb = load_photo_srgb(src)
-        u8 = (srgb * 255.0 + 0.5).astype(np.uint8)
+        u8 = colour.to_u8(srgb)
         digest.update(u8.tobytes())
         found: list[Face] = []
         for upsample in (0, 1, 2):  # photos are small and cheap: look harder for small faces

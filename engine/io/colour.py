@@ -108,6 +108,11 @@ def from_rec709(lin: np.ndarray, gamut: str) -> np.ndarray:
     return (lin.astype(np.float64) @ np.linalg.inv(_TO_709[gamut]).T).astype(np.float32)
 
 
+def to_u8(srgb: np.ndarray) -> np.ndarray:
+    """Encoded [0, 1] -> 8-bit, rounded (what 8-bit detectors see)."""
+    return (np.clip(srgb, 0, 1) * 255.0 + 0.5).astype(np.uint8)
+
+
 def linear_to_model(lin: np.ndarray, gamut: str) -> np.ndarray:
     """Working linear -> what models see: piecewise sRGB in [0, 1] (never a view transform)."""
     return np.clip(srgb_encode(to_rec709(lin, gamut)), 0.0, 1.0)
