@@ -59,3 +59,16 @@ def test_bad_input_says_what_is_wrong():
         dm.match_detail(face, c["lin"][:-1], c["skin"], c["scale"])
     with pytest.raises(ValueError, match="empty"):
         dm.hf_energy(face, np.zeros_like(c["skin"]))
+
+
+def test_pooled_plate_detail_sets_the_blur_and_grain_for_every_frame_of_a_track():
+    face, c = _case()
+    soft = dm.plate_detail(cv2.GaussianBlur(c["lin"], (0, 0), 2.0), c["skin"], c["plate_px"])
+    sharp = dm.plate_detail(c["lin"], c["skin"], c["plate_px"])
+    pooled = dm.PlateDetail.pooled([soft, sharp])
+    assert pooled.energy == pytest.approx((soft.energy + sharp.energy) / 2)
+    out = dm.match_detail(face, c["lin"], c["skin"], c["scale"], plate_px=c["plate_px"], add_grain=False,
+                          pooled=soft)  # this frame's plate is sharp, the track's is soft: the track wins
+    assert dm.hf_energy(out, c["skin"], c["plate_px"]) == pytest.approx(soft.energy, rel=0.2)
+    with pytest.raises(ValueError, match="at least one"):
+        dm.PlateDetail.pooled([])

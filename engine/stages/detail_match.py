@@ -12,6 +12,8 @@ grain, which is what a soft face in a grainy plate looks like.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import cv2
 import numpy as np
 
@@ -89,16 +91,38 @@ def grain(shape: tuple[int, int], level: np.ndarray, plate_px: float, seed: int)
     return (n * (level / np.maximum(measured, 1e-6))).astype(np.float32)
 
 
+@dataclass(frozen=True)
+class PlateDetail:
+    """What the face is matched to: the plate face's HF energy and grain level. Plain numbers, so a track pools
+    them (``PlateDetail.pooled``) and the blur and grain do not pulse from frame to frame."""
+
+    energy: float
+    grain: np.ndarray  # (3,) sRGB-encoded sigma
+
+    @staticmethod
+    def pooled(items: list[PlateDetail]) -> PlateDetail:
+        if not items:
+            raise ValueError("pooled() needs at least one PlateDetail; measure the plate with plate_detail()")
+        return PlateDetail(float(np.mean([i.energy for i in items])),
+                           np.sqrt(np.mean([i.grain**2 for i in items], axis=0)).astype(np.float32))
+
+
+def plate_detail(plate: np.ndarray, skin: np.ndarray, plate_px: float = 1.0) -> PlateDetail:
+    return PlateDetail(hf_energy(plate, skin, plate_px), grain_level(plate, skin))
+
+
 def match_detail(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scale: float, *,
-                 plate_px: float = 1.0, add_grain: bool = True, seed: int = 0) -> np.ndarray:
+                 plate_px: float = 1.0, add_grain: bool = True, seed: int = 0,
+                 pooled: PlateDetail | None = None) -> np.ndarray:
     """The face crop with the plate crop's sharpness (never sharper) and, when ``add_grain``, its grain.
 
     ``plate_px``: crop pixels per plate pixel (sqrt of the crop matrix's determinant). ``seed``: the grain's
-    seed; pass the frame number so grain changes every frame like the plate's and renders are repeatable."""
+    seed; pass the frame number so grain changes every frame like the plate's and renders are repeatable.
+    ``pooled``: the track's pooled plate detail, used instead of this frame's measurement."""
     if face.shape != plate.shape:
         raise ValueError(f"face {face.shape} and plate {plate.shape} crops differ: cut both with one crop matrix")
-    level = grain_level(plate, skin)
-    energy = hf_energy(plate, skin, plate_px)
+    target = pooled if pooled is not None else plate_detail(plate, skin, plate_px)
+    level, energy = target.grain, target.energy
     out, _ = blur_to(face, energy, skin, face_scale, plate_px)
     if not add_grain:
         return out
