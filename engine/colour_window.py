@@ -73,8 +73,8 @@ class ColourWindow:
             if params is not None:
                 lin709 = colour_match.apply(lin709, params, s.colour_match, s.colour_strength)
             if fc.keep is not None:  # the target's own eyes and mouth, untouched by the colour match
-                k, target709 = fc.keep
-                lin709 = lin709 * (1.0 - k[..., None]) + target709 * k[..., None]
+                k = fc.keep[..., None]
+                lin709 = lin709 * (1.0 - k) + fc.target709 * k
             out.append(lin709)
         return out
 

@@ -100,7 +100,7 @@ def mattes(ctx: JobContext, crops: list[Crop], swapped: Swapped, refined: list[n
         swapped709 = colour.srgb_decode(refined[i])
         target709 = colour.to_rec709(c.target_lin, p.gamut)
         skin = masks.skin_matte(pts78, c.lm, c.size)
-        keep = (swapped.keeps[i], target709) if swapped.keeps is not None else None
+        keep = swapped.keeps[i] if swapped.keeps is not None else None
         stats = colour_match.skin_stats(target709, skin) if s.colour_match != "none" else None
-        p.faces.append(SwappedFace(c.face.track_id, c.m, swapped709, matte, skin, stats, keep, layers))
+        p.faces.append(SwappedFace(c.face.track_id, c.m, swapped709, target709, matte, skin, stats, keep, layers))
         p.super_resolved = p.super_resolved or c.sr_steps > 0

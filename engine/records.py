@@ -57,11 +57,12 @@ class SwappedFace:
 
     track: int
     m: np.ndarray
-    swapped709: np.ndarray
+    swapped709: np.ndarray  # the swapped (and refined) crop, linear Rec.709
+    target709: np.ndarray  # the plate's crop, linear Rec.709: what the colour and lighting steps match to
     matte: np.ndarray  # the combined crop matte (per-pixel minimum of the face matte and every layer)
-    skin: np.ndarray
+    skin: np.ndarray  # the plate face's skin in the crop (same geometry as the swapped face)
     stats: SkinStats | None  # the plate face's skin statistics (None when colour matching is off)
-    keep: tuple[np.ndarray, np.ndarray] | None  # (mask, target Rec.709 crop) put back after the colour match
+    keep: np.ndarray | None  # where the target's own pixels are put back after the colour match
     layers: dict[str, np.ndarray] = field(default_factory=dict)  # layer name -> crop matte
 
 
