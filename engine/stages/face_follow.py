@@ -35,6 +35,7 @@ from engine.stages.track_bridge import BridgeSettings, bridge_gap
 # Box side from the mesh: the hand-annotated face boxes of the walkers clip are 1.056x the geometric mean of the
 # 468 points' extent (median over 57 faces, spread 0.09), centred on that extent.
 MESH_BOX_SCALE = 1.056
+MAX_SIZE_RATIO = 1.5  # a detection more than this much larger or smaller than a track's box is another face
 
 
 class Source(Enum):
@@ -53,7 +54,7 @@ class FollowOptions:
     min_face_frames: int = 3  # track consistency: frames the mesh scored as a face, else a false positive
     small_face: float = 64.0  # px: under this the mesh's face flag says little (a blurred 192 px crop)
     detection_score: float = 0.5  # a small face's median detector score over its detections to count as a face
-    max_speed: float = 0.25  # face sizes per frame a lost face may have moved when it is found again
+    max_speed: float = 0.4  # face sizes per frame a lost face may have moved when it is found again
     search_scale: float = 3.0  # side of the re-anchoring crop, in face sizes
     bridge: BridgeSettings = field(default_factory=BridgeSettings)
     fail_frames: frozenset[int] = frozenset()  # test hook: detector and mesh see nothing on these frames
@@ -186,11 +187,10 @@ class _ShotFollower:
                             self.opt.bridge)
         n = s.frame - a.frame
         for k, (lm68, _method, support) in enumerate(filled, start=1):
-            # the nearer end's box, moved and scaled with the points; confidence falls towards the gap's middle
-            near = a if k <= n - k else s
-            c_near, c_here = near.landmarks68.mean(0), lm68.mean(0)
-            scale = float(np.ptp(lm68, 0).mean() / max(np.ptp(near.landmarks68, 0).mean(), 1e-6))
-            box = np.concatenate([(near.box[:2] - c_near) * scale + c_here, (near.box[2:] - c_near) * scale + c_here])
+            # the box goes straight from one end's to the other's: the points of a face the mesh did not flag (its
+            # detection box is the measurement) are too rough to carry a box; confidence falls towards the middle
+            w = k / n
+            box = (1.0 - w) * a.box + w * s.box
             # support: the fraction of points optical flow followed (0 where the motion was interpolated)
             conf = min(a.confidence, s.confidence) * (1.0 - min(k, n - k) / n) * (0.5 + 0.5 * support)
             t.measured[a.frame + k] = FaceSample(a.frame + k, box, kps5_from_68(lm68), lm68, None,
@@ -214,7 +214,7 @@ class _ShotFollower:
             for t in self.live:
                 if t.last != f - 1:
                     continue
-                r = self.mesh.track(im, t.points)
+                r = self.mesh.track(im, self._ahead(t))
                 if r.score >= opt.mesh_score:
                     followed[t.track_id] = r
         if failed:
@@ -247,7 +247,7 @@ class _ShotFollower:
                 self._measure(t, _sample(f, r, Source.DETECTED, r.score), r)
                 continue
             r = self.mesh.fit_face(im, d)
-            if r.score >= opt.mesh_score:
+            if self._agrees(r, d):
                 self._measure(t, _sample(f, r, Source.DETECTED, r.score), r)
             else:  # a face the mesh does not flag (near profile): the detection's box, half its confidence
                 self._measure(t, _sample(f, r, Source.DETECTED, 0.5 * d.score, d.box), r)
@@ -267,6 +267,9 @@ class _ShotFollower:
             return []
         boxes = np.stack([d.box for d in dets])
         iou = np.maximum(iou_matrix(np.stack(claim), boxes), iou_matrix(np.stack(moved), boxes))
+        # in a crowd a neighbour's face overlaps this one's box: the sizes must agree too
+        ratio = np.array([[_box_size(d.box) / _box_size(c) for d in dets] for c in claim])
+        iou[(ratio < 1 / MAX_SIZE_RATIO) | (ratio > MAX_SIZE_RATIO)] = 0.0
         pairs = sorted(np.argwhere(iou >= self.opt.match_iou).tolist(), key=lambda p: -iou[p[0], p[1]])
         near: list[tuple[float, int, int]] = []
         for ti, t in enumerate(self.live):
@@ -276,11 +279,26 @@ class _ShotFollower:
             size = _box_size(claim[ti])
             reach = size * min(self.opt.max_speed * gap, 1.5)
             for di, d in enumerate(dets):
-                ratio = _box_size(d.box) / size
                 dist = float(np.linalg.norm(d.centre - (claim[ti][:2] + claim[ti][2:]) / 2))
-                if dist <= reach and 0.67 <= ratio <= 1.5:
+                if dist <= reach and 1 / MAX_SIZE_RATIO <= ratio[ti, di] <= MAX_SIZE_RATIO:
                     near.append((dist / size, ti, di))
         return pairs + [(ti, di) for _, ti, di in sorted(near)]
+
+    def _agrees(self, r: MeshResult, d: Face) -> bool:
+        """The mesh fitted from a detection flags a face, and that face is the detection's (in a crowd the mesh
+        can settle on a neighbour's face inside the enlarged region)."""
+        return r.score >= self.opt.mesh_score and iou_matrix(mesh_box(r.points)[None], d.box[None])[0, 0] >= \
+            self.opt.drift_iou
+
+    @staticmethod
+    def _ahead(t: _Live) -> np.ndarray:
+        """The last mesh moved on by its last step: the mesh regresses a face centred in its region and lags a
+        fast face (an eye distance behind after a few frames) when the region is only the previous frame's."""
+        before = t.measured.get(t.last - 1)
+        if before is None or before.points468 is None:
+            return t.points
+        step = t.points[:, :2].mean(0) - before.points468[:, :2].mean(0)
+        return t.points + np.append(step, 0.0)
 
     @staticmethod
     def _predict(t: _Live, f: int) -> np.ndarray:
@@ -297,7 +315,7 @@ class _ShotFollower:
             if here and iou_matrix(d.box[None], np.stack(here)).max() >= self.opt.match_iou:
                 continue  # a face already followed: the detector's second box on it
             r = self.mesh.fit_face(im, d)
-            flagged = r.score >= self.opt.mesh_score
+            flagged = self._agrees(r, d)
             s = _sample(f, r, Source.DETECTED, r.score if flagged else 0.5 * d.score, None if flagged else d.box)
             t = _Live(self.next_id, {}, r.points, f - 1, det_scores=[d.score])
             self.next_id += 1
