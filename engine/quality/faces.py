@@ -24,10 +24,10 @@ class FaceAnalyser:
     the engine's own analysis (whatever its detector), so what it measures is not what the engine assumed."""
 
     def __init__(self, upsample: int = 1) -> None:
-        import dlib
+        import dlib  # heavy native module: loaded when an analyser is made, not when metrics are imported
 
         try:
-            import face_recognition_models as frm
+            import face_recognition_models as frm  # optional package: missing, it gets a clear message below
         except ImportError as exc:
             raise EngineError("the package face-recognition-models is missing from the engine environment",
                               "run 'make env'") from exc

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine import settings as schema
 from engine.errors import EngineError
 from engine.io import colour
 from engine.io.exr import read_exr
-from engine.io.plates import Plate
-from engine.job import ImageInput, SwapJob
+from engine.io.plates import Plate, image_precision
+from engine.job import ImageInput, SwapJob, parse_frames
 from engine.outputs import output_name
 from engine.quality import metrics
 from engine.quality.faces import FaceAnalyser, FoundFace, read_rgb, to_u8
@@ -67,16 +68,10 @@ def render(sources: list[str], target: str, frames: tuple[int | None, int | None
     return render_dir
 
 
-def _exr_is_half(path: str) -> bool:
-    import OpenImageIO as oiio
-
-    inp = oiio.ImageInput.open(path)
-    if inp is None:
-        raise EngineError(f"cannot read '{path}'", "check the render folder")
-    try:
-        return inp.spec().format.basetype == oiio.HALF
-    finally:
-        inp.close()
+def _half(path: str) -> bool:
+    """Whether an EXR stores half floats (its header only)."""
+    is_float, full_float = image_precision(path, "render")
+    return is_float and not full_float
 
 
 def source_identity(analyser: FaceAnalyser, sources: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -234,7 +229,7 @@ def run_report(sources: list[str], target: str, frames: tuple[int | None, int | 
             comp = np.stack([ch["R"], ch["G"], ch["B"]], axis=-1)
             matte = ch.get("FaceMatte.A", np.zeros(comp.shape[:2], np.float32))
             # Untouched pixels are compared at the EXR's own precision (half unless the plate is 32-bit float).
-            stored = rgba[..., :3].astype(np.float16).astype(np.float32) if _exr_is_half(path) else rgba[..., :3]
+            stored = rgba[..., :3].astype(np.float16).astype(np.float32) if _half(path) else rgba[..., :3]
             engine_run.untouched.append(metrics.untouched_bit_exact(comp, stored, matte))
             boxes = annotations.get(f, []) if annotations is not None else None
             measure_frame(engine_run, f, plate709, plate_faces, colour.to_rec709(comp, gamut), matte, analyser,
@@ -288,8 +283,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _settings(pairs: list[str]) -> dict:
-    from engine import settings as schema
-
     by_name = {s.name: s for s in schema.SCHEMA}
     out = {}
     for pair in pairs:
@@ -303,8 +296,6 @@ def _settings(pairs: list[str]) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    from engine.job import parse_frames
-
     args = build_parser().parse_args(argv)
     try:
         rows = run_report(args.source, args.target, parse_frames(args.frames), args.output, args.reference,
