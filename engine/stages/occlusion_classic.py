@@ -189,9 +189,12 @@ def occluders(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetSkinMod
     # Over eyes, brows and lips: the occluder found on the skin lends its own colours; a feature pixel nearer to
     # them than to the face's own feature colours, and joined to that occluder, is covered too.
     occ_palette, _ = _palette(lab[seeds])
-    d_occ = _nearest(lab, occ_palette)
-    d_face = _nearest(lab, model.palette) if len(model.palette) else np.full(far.shape, np.inf, np.float32)
-    covered = far & features & ((d_occ < d_face) | (d_face > 2.0 * model.palette_radius))
+    candidates = far & features
+    px = lab[candidates]  # only these pixels are judged: a 1024 crop costs what its features cost
+    d_occ = _nearest(px, occ_palette)
+    d_face = _nearest(px, model.palette) if len(model.palette) else np.full(len(px), np.inf, np.float32)
+    covered = np.zeros_like(candidates)
+    covered[candidates] = (d_occ < d_face) | (d_face > 2.0 * model.palette_radius)
     occ = _touching(covered, seeds) & outline
     occ = _fill_enclosed(occ, 0.08 * outline.sum()) & outline
     return occ
