@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import cv2
 import numpy as np
@@ -126,6 +127,35 @@ def test_a_darker_frame_of_the_track_is_followed_not_flagged(face):
     crop, lm, model = face
     matte = occlusion_matte(_exposed(crop, -0.5, 0.03), lm, model)
     assert (matte[_skin(lm, crop.shape[0])] >= 0.99).mean() >= 0.85
+
+
+@pytest.mark.parametrize("draw", [_microphone, _hand], ids=["microphone", "hand"])
+def test_on_a_track_of_real_footage_an_occluder_is_found_and_the_skin_stays(draw):
+    """A face of the shared walkers clip (about 75 px, soft, magenta cast), its model learned from its own track."""
+    av = pytest.importorskip("av")
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data",
+                        "walkers_1080p.mp4")
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is missing (see ../shared/data/README.md)")
+    with av.open(path) as movie:
+        frames = [f.to_ndarray(format="rgb24") for _, f in zip(range(33), movie.decode(video=0), strict=False)]
+    analyser = FaceAnalyser()
+    track = []
+    for img in frames[::8]:
+        faces = [f for f in analyser.find(img, min_size=60) if 800 < f.box[0] < 1100]  # the boy in the middle
+        if faces:
+            crop, lm, _ = aligned_crop(img.astype(np.float32) / 255.0, faces[0].lm68, 256)
+            track.append((crop, lm))
+    assert len(track) >= 3
+    model = fit_skin_model([c for c, _ in track], [lm for _, lm in track])
+    crop, lm = track[-1]
+    occluded, shape = draw(crop, lm)
+    matte = occlusion_matte(occluded, lm, model)
+    outline = geometry68.hull_mask(points78(lm), 256) > 0.5
+    core = (cv2.erode(shape.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0) & outline
+    assert (matte[core] == 0.0).mean() >= 0.99
+    free = _skin(lm, 256) & ~(cv2.dilate(shape.astype(np.uint8), np.ones((15, 15), np.uint8)) > 0)
+    assert (matte[free] >= 0.99).mean() >= 0.8
 
 
 def test_the_model_survives_json_and_gives_the_same_matte(face):
