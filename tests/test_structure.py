@@ -281,12 +281,19 @@ class _NoSwap:
 
 
 @pytest.mark.parametrize(("backend", "missing"), [(_NoTemplate, "attribute template"), (_NoSwap, "method swap()")])
-def test_a_backend_missing_part_of_its_contract_is_refused_when_it_loads(backend, missing):
+def test_a_backend_missing_part_of_its_contract_is_refused_when_it_loads(backend, missing, photos, plate, tmp_path,
+                                                                         capsys):
+    from engine.cli import main
     from engine.stages import registry
 
     registry.register("swap", "test_broken", backend, builtin=True)
     try:
         with pytest.raises(registry.ContractError, match=rf"backend 'test_broken' .*lacks {re.escape(missing)}"):
             registry.create("swap", "test_broken", None)
+        # a render asking for it stops before any frame, with the same message
+        assert main(["swap", "--source", photos["astronaut"], "--target", plate, "--output", str(tmp_path),
+                     "--quiet", "--swapper", "test_broken"]) == 2
+        err = capsys.readouterr().err
+        assert "backend 'test_broken' is refused" in err and missing in err and not os.listdir(tmp_path)
     finally:
         registry.unregister("swap", "test_broken")
