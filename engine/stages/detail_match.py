@@ -20,6 +20,7 @@ import numpy as np
 _MAX_BLUR = 0.08  # the largest blur tried, as a fraction of the face size (a plate this soft has no face)
 _STEPS = 12  # bisection steps on the blur sigma: about 2e-5 of a face size
 _LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
+_HF_SIGMA = 1.5  # plate pixels: the band of the quality report's sharpness figure (engine.quality.metrics)
 
 
 def _lstar(y: np.ndarray) -> np.ndarray:
@@ -33,12 +34,13 @@ def _luminance(lin: np.ndarray) -> np.ndarray:
 
 def _hf(y: np.ndarray, w: np.ndarray, plate_px: float) -> float:
     lum = _lstar(y)
-    hp = lum - cv2.GaussianBlur(lum, (0, 0), max(float(plate_px), 0.5))
+    hp = lum - cv2.GaussianBlur(lum, (0, 0), max(_HF_SIGMA * float(plate_px), 0.5))
     return float((hp * hp * w).sum() / w.sum())
 
 
 def hf_energy(lin: np.ndarray, skin: np.ndarray, plate_px: float = 1.0) -> float:
-    """Mean squared high-pass of L* (the image minus its Gaussian at ``plate_px`` pixels) weighted by ``skin``."""
+    """Mean squared high-pass of L* (the image minus its Gaussian at 1.5 plate pixels, ``plate_px`` crop pixels
+    each) weighted by ``skin``: the quality report's sharpness measure, in crop space."""
     if lin.ndim != 3 or skin.shape != lin.shape[:2]:
         raise ValueError(f"crop {lin.shape} and skin matte {skin.shape} must be (H, W, 3) and (H, W)")
     w = np.clip(skin, 0.0, 1.0).astype(np.float32)
@@ -113,14 +115,21 @@ def plate_detail(plate: np.ndarray, skin: np.ndarray, plate_px: float = 1.0) -> 
 
 def match_detail(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scale: float, *,
                  plate_px: float = 1.0, add_grain: bool = True, seed: int = 0,
-                 pooled: PlateDetail | None = None) -> np.ndarray:
+                 pooled: PlateDetail | None = None, matte: np.ndarray | None = None) -> np.ndarray:
     """The face crop with the plate crop's sharpness (never sharper) and, when ``add_grain``, its grain.
 
     ``plate_px``: crop pixels per plate pixel (sqrt of the crop matrix's determinant). ``seed``: the grain's
     seed; pass the frame number so grain changes every frame like the plate's and renders are repeatable.
-    ``pooled``: the track's pooled plate detail, used instead of this frame's measurement."""
+    ``pooled``: the track's pooled plate detail, used instead of this frame's measurement.
+    ``matte``: the face matte; when given, both are measured only where it is 1 (skin away from the outline).
+    Near the outline the swap holds the warp's edge and the source's jaw line or hair, whose energy falls slowly
+    with a blur and would set the budget: measured on a walkers face, matching the whole skin left the inner
+    skin at 0.50 of the plate's detail, the inner skin alone at 1.0."""
     if face.shape != plate.shape:
         raise ValueError(f"face {face.shape} and plate {plate.shape} crops differ: cut both with one crop matrix")
+    if matte is not None:
+        inner = skin * (matte >= 0.99)
+        skin = inner if inner.sum() >= 16 else skin  # a tiny or fully feathered face: the whole skin
     target = pooled if pooled is not None else plate_detail(plate, skin, plate_px)
     level, energy = target.grain, target.energy
     out, _ = blur_to(face, energy, skin, face_scale, plate_px)

@@ -20,10 +20,12 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-# Gaussian sigma of the base, as a fraction of the face size (sqrt of the outline's area). Measured on 7 real
-# photo pairs, cheek dE76 median/max: 0.04 -> 1.18/1.71, 0.06 -> 1.68/2.32, 0.1 -> 2.42/3.58, 0.15 -> 3.47/4.98;
-# below 0.06 the target's own folds and cheekbones start to show through.
-BASE_SCALE = 0.06
+# Gaussian sigma of the base, as a fraction of the face size (sqrt of the outline's area). Measured on 16 faces
+# (9 from the walkers clip, 7 photo pairs) with engine.quality.metrics.skin_delta_e after the whole chain
+# (lighting, detail, seam band), dE76 median/p90: 0.04 -> 1.67/2.28, 0.06 -> 2.78/3.86, 0.08 -> 3.88/6.05. At
+# 0.03-0.04 the target's smile lines do not print through (contact sheets); the source's own mid-scale shading
+# (a photo's key light on nose and cheekbones) is replaced by the plate's.
+BASE_SCALE = 0.04
 MIN_SKIN_PX = 24  # fewer skin pixels than this measure nothing: the caller's pooled tone must be used
 _GAIN_LIMIT = 16.0  # a plausible exposure difference between two lit faces; beyond it something is wrong
 _ROBUST_LOG = 0.3  # pixels whose luminance is this far (in log) from the first base weigh e^-1 in the second
