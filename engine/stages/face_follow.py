@@ -54,6 +54,10 @@ class FollowOptions:
     min_face_frames: int = 3  # track consistency: frames the mesh scored as a face, else a false positive
     small_face: float = 64.0  # px: under this the mesh's face flag says little (a blurred 192 px crop)
     detection_score: float = 0.5  # a small face's median detector score over its detections to count as a face
+    # ... and its median mesh face score: blurred in the mesh's crop, a small face scores far under mesh_score, but
+    # still an order of magnitude above lettering, coats of arms and backs of heads (walkers clip: 0.005 against
+    # 0.0002-0.0009)
+    small_mesh_score: float = 0.002
     max_speed: float = 0.4  # face sizes per frame a lost face may have moved when it is found again
     search_scale: float = 3.0  # side of the re-anchoring crop, in face sizes
     bridge: BridgeSettings = field(default_factory=BridgeSettings)
@@ -118,6 +122,7 @@ class _Live:
     face_frames: int = 0
     ended: bool = False
     det_scores: list[float] = field(default_factory=list)  # of the detections it was given
+    mesh_scores: list[float] = field(default_factory=list)  # of every mesh fitted to it
 
 
 def key_frames(frames: Sequence[int], shot_starts: Sequence[int], interval: int) -> list[int]:
@@ -180,6 +185,7 @@ class _ShotFollower:
         if res is not None:
             t.points = res.points
             t.face_frames += int(res.score >= self.opt.mesh_score)
+            t.mesh_scores.append(res.score)
 
     def _bridge(self, t: _Live, s: FaceSample) -> None:
         a = t.measured[t.last]
@@ -249,7 +255,7 @@ class _ShotFollower:
             r = self.mesh.fit_face(im, d)
             if self._agrees(r, d):
                 self._measure(t, _sample(f, r, Source.DETECTED, r.score), r)
-            else:  # a face the mesh does not flag (near profile): the detection's box, half its confidence
+            else:  # a face the mesh does not flag (small, near profile): the detection's box, half its confidence
                 self._measure(t, _sample(f, r, Source.DETECTED, 0.5 * d.score, d.box), r)
         for ti, t in enumerate(self.live):
             if ti not in matched and t.track_id in followed:
@@ -363,7 +369,8 @@ class _ShotFollower:
             return True
         size = float(np.median([_box_size(s.box) for s in t.measured.values()]))
         return (size < opt.small_face and len(t.det_scores) >= opt.min_face_frames
-                and float(np.median(t.det_scores)) >= opt.detection_score)
+                and float(np.median(t.det_scores)) >= opt.detection_score
+                and float(np.median(t.mesh_scores)) >= opt.small_mesh_score)
 
     def finish(self) -> list[FaceTrack]:
         out = []
