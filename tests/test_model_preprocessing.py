@@ -147,22 +147,23 @@ def letterbox_ref(frame: np.ndarray, size: int = 640) -> tuple[np.ndarray, float
 # -- tests ---------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mid", ["scrfd_2.5g", "retinaface_10g"])
-def test_scrfd_and_retinaface_take_rgb_on_a_black_top_left_canvas_as_insightface(probes, mid):
+def test_scrfd_and_retinaface_take_bgr_on_a_black_top_left_canvas_as_facefusion(probes, mid):
+    # FaceFusion publishes the files our catalogue downloads and feeds them its BGR frame unswapped
     rt, info, _ = probes
     frame = colour_frame(720, 1280)
     det = ScrfdDetector(catalogue.get(mid), rt)
     faces = det.detect(frame)
     assert len(faces) == 1
 
-    def box_for(canvas_rgb: np.ndarray, scale: float) -> np.ndarray:
-        x = ((canvas_rgb - 127.5) / 128.0).transpose(2, 0, 1)[None]
+    def box_for(canvas_bgr: np.ndarray, scale: float) -> np.ndarray:
+        x = ((canvas_bgr - 127.5) / 128.0).transpose(2, 0, 1)[None]
         d = (np.array([3.0] * 4) + pooled(x) @ info[mid])[0] * 16
         c = np.array([15 * 16, 12 * 16])
         return np.concatenate([c - d[:2], c + d[2:]]) / scale
 
     canvas, scale = letterbox_ref(frame)
-    np.testing.assert_allclose(faces[0].box, box_for(canvas, scale), atol=0.05)
-    assert np.abs(faces[0].box - box_for(canvas[..., ::-1], scale)).max() > 2.0  # BGR would move the box
+    np.testing.assert_allclose(faces[0].box, box_for(canvas[..., ::-1], scale), atol=0.05)
+    assert np.abs(faces[0].box - box_for(canvas, scale)).max() > 2.0  # RGB would move the box
 
 
 def test_yunet_takes_raw_bgr_on_a_black_top_left_canvas_as_opencv(probes):
