@@ -96,7 +96,7 @@ class BakeRun:
             return
         try:
             self._step(item, timeout)
-        except session.EngineDied as exc:
+        except session.EngineLost as exc:
             frame = min(set(item.frames) - item.done, default=None)
             item.error = (f"Face Fusion {item.target.label}: the engine stopped while baking"
                           f"{f' frame {frame}' if frame is not None else ''} ({exc}); bake again to restart it")
@@ -232,7 +232,7 @@ class BakeRun:
             if item.job is not None and not item.finished and not item.engine_over:
                 try:
                     session.get().cancel(item.job)
-                except (session.EngineDied, session.EngineUnavailable, session.EngineJobError):
+                except (session.EngineLost, session.EngineUnavailable, session.EngineJobError):
                     self._end(item)
             if item.job is None and not item.finished:
                 self._end(item)

@@ -18,7 +18,7 @@ class FACEFUSION_OT_check_engine(bpy.types.Operator):
     def execute(self, context: Any) -> set[str]:
         try:
             info = session.engine_report()
-        except (session.EngineUnavailable, session.EngineDied, session.EngineJobError, OSError, ValueError) as exc:
+        except (session.EngineUnavailable, session.EngineLost, session.EngineJobError, OSError, ValueError) as exc:
             self.report({"ERROR"}, f"Face Fusion engine: {exc}")
             return {"CANCELLED"}
         version = info.get("engine_version") or info.get("version", "?")

@@ -40,7 +40,7 @@ class FACEFUSION_OT_preview(OwnerOp, bpy.types.Operator):
             settings["output_mode"] = "composite"  # the composite is what is shown beside the plate
             result = session.get().preview(media.as_request(), sources.source_specs(target.settings),
                                            plate_frame, settings)
-        except (plates.PlateError, session.EngineUnavailable, session.EngineDied, session.EngineJobError) as exc:
+        except (plates.PlateError, session.EngineUnavailable, session.EngineLost, session.EngineJobError) as exc:
             self.report({"ERROR"}, f"Face Fusion preview: {exc}")
             return {"CANCELLED"}
         pixels = result.rgba
@@ -65,7 +65,7 @@ class FACEFUSION_OT_find_faces(OwnerOp, bpy.types.Operator):
         try:
             plate_frame = _scene_to_plate_frame(target, target.scene.frame_current)
             faces = session.get().analyse(target.plate().as_request(), plate_frame, schema.settings_dict(ff))
-        except (plates.PlateError, session.EngineUnavailable, session.EngineDied, session.EngineJobError) as exc:
+        except (plates.PlateError, session.EngineUnavailable, session.EngineLost, session.EngineJobError) as exc:
             self.report({"ERROR"}, f"Face Fusion: {exc}")
             return {"CANCELLED"}
         ff.faces.clear()

@@ -24,8 +24,10 @@ class EngineUnavailable(RuntimeError):
     """No engine could be started or reached; the message says what to set up."""
 
 
-class EngineDied(RuntimeError):
-    """The engine process went away while a job ran."""
+class EngineLost(RuntimeError):
+    """The engine is gone for this session: its process or connection died (the client's ``EngineDied``), or it
+    stopped answering (the client's ``EngineHung``). The session is dropped; the next ``get()`` starts a fresh
+    engine. Not the client's ``EngineDied``, which a hung engine does not raise."""
 
 
 _SESSION: Session | None = None
@@ -34,7 +36,7 @@ _SESSION: Session | None = None
 def _client_errors() -> tuple[type[BaseException], ...]:
     mod = client_module()
     # A stuck engine (alive, silent past the heartbeat limit) is handled like a dead one: dropped and restarted.
-    return (mod.EngineDied, getattr(mod, "EngineHung", mod.EngineDied), EOFError, BrokenPipeError, ConnectionError)
+    return (mod.EngineDied, mod.EngineHung, EOFError, BrokenPipeError, ConnectionError)
 
 
 def _ref(spec: dict[str, Any]) -> Any:
@@ -56,7 +58,9 @@ class Session:
         try:
             return fn(*args, **kwargs)
         except _client_errors() as exc:
-            raise EngineDied(str(exc)) from exc
+            if _SESSION is self:  # a dead or stuck engine is never reused: the next get() starts a fresh one
+                forget()
+            raise EngineLost(str(exc)) from exc
         except (mod.RequestError, mod.JobFailed) as exc:
             raise EngineJobError(str(exc)) from exc
 
@@ -161,7 +165,7 @@ def _busy(sess: Session) -> bool:
     """Whether the engine has queued or running jobs (a restart would kill them)."""
     try:
         return bool(sess.info().get("jobs"))
-    except (EngineDied, EngineJobError):
+    except (EngineLost, EngineJobError):
         return False
 
 
@@ -171,10 +175,10 @@ def get(output_root: str | None = None) -> Session:
     global _SESSION
     root = os.path.realpath(output_root) if output_root else None
     if _SESSION is not None and root is not None and not _covered(root, _SESSION.roots):
+        roots = _SESSION.roots | {root}
         if _busy(_SESSION):
             raise EngineUnavailable(f"the running engine may not write to {root} and is busy with a bake; wait "
                                     "for the running bake to finish (or cancel it with Esc), then bake again")
-        roots = _SESSION.roots | {root}
         forget()
         _SESSION = _start(roots)
     if _SESSION is None:
