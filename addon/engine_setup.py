@@ -1,60 +1,87 @@
-"""Set up Engine: create the engine's own Python environment (a virtualenv made with Blender's Python) and
-install its packages. Blocking in ``execute()`` (scripts, ``-b``); in the UI one child process per step, polled
-from a timer, so Blender stays live and Esc stops it."""
+"""Set up Engine: create the engine's own Python environment (a virtualenv made with Blender's Python), install
+the packages of ``requirements/engine.txt`` (LiteRT among them) and fetch the embedded MediaPipe face models
+(``engine.models.wheel_members``: downloaded from the pinned wheel, checked against the catalogue's hashes).
+Blocking in ``execute()`` (scripts, ``-b``); in the UI one child process per step, polled from a timer, so
+Blender stays live and Esc stops it."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-from typing import Any
+import tempfile
+from dataclasses import dataclass
+from typing import IO, Any
 
 import bpy
 
 from . import prefs, session
 from .op_common import redraw_editors
 
+# Blender's own Python settings must not reach the engine's interpreter (it would load Blender's stdlib).
+BLENDER_PYTHON_VARS = ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP")
+
 
 class SetupError(RuntimeError):
     """The engine environment cannot be planned; the message says what to set."""
 
 
+@dataclass(frozen=True)
+class Step:
+    label: str  # what the progress message says the step does
+    cmd: list[str]
+
+
+def plan(p: Any) -> tuple[list[Step], str]:
+    """(steps, engine sources folder) for the preferences ``p``. Raises SetupError when the sources are missing."""
+    root = prefs.find_engine_root(p)
+    if not root:
+        raise SetupError("engine sources not found: set Engine Sources in the preferences "
+                         "(the folder with engine/ and requirements/)")
+    env = prefs.managed_env_dir()
+    py = prefs.venv_python(env)
+    req = os.path.join(root, "requirements", "engine.txt")
+    models = ["--models-dir", bpy.path.abspath(p.models_dir)] if p.models_dir else []  # where the engine looks
+    return [Step("creating the environment", [prefs.blender_python(), "-m", "venv", env]),
+            Step("updating pip", [py, "-m", "pip", "install", "--upgrade", "pip"]),
+            Step("installing the engine's packages", [py, "-m", "pip", "install", "-r", req]),
+            Step("fetching the MediaPipe face models", [py, "-m", "engine.models.wheel_members", *models]),
+            Step("checking the engine", [py, "-m", "engine", "--version"])], root
+
+
+def child_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in BLENDER_PYTHON_VARS}
+
+
+def _failure(step: Step, err: str) -> str:
+    return f"Set up failed while {step.label} ({' '.join(step.cmd[1:4])}): {err.strip()[-300:]}"
+
+
 class FACEFUSION_OT_setup_engine(bpy.types.Operator):
-    """Create the engine's own Python environment and install its packages (progress in the status bar)"""
+    """Create the engine's own Python environment, install its packages and fetch the MediaPipe face models
+    (progress in the status bar)"""
 
     bl_idname = "facefusion.setup_engine"
     bl_label = "Set up Engine"
 
     _proc: Any = None
+    _err: IO[bytes] | None = None  # the running step's stderr (a temp file: a pipe could fill up and stall pip)
+    _step: Step | None = None
     _timer: Any = None
-    _steps: list[list[str]] = []  # replaced per run in invoke()
+    _steps: list[Step] = []  # replaced per run in invoke()
     _root: str = ""
     _total: int = 0
 
-    def _plan(self, context: Any) -> tuple[list[list[str]], str]:
-        p = prefs.get_prefs(context)
-        root = prefs.find_engine_root(p)
-        if not root:
-            raise SetupError("engine sources not found: set Engine Sources in the preferences "
-                             "(the folder with engine/ and requirements/)")
-        env = prefs.managed_env_dir()
-        py = prefs.venv_python(env)
-        req = os.path.join(root, "requirements", "engine.txt")
-        return [[prefs.blender_python(), "-m", "venv", env],
-                [py, "-m", "pip", "install", "--upgrade", "pip"],
-                [py, "-m", "pip", "install", "-r", req],
-                [py, "-m", "engine", "--version"]], root
-
     def execute(self, context: Any) -> set[str]:
         try:
-            steps, root = self._plan(context)
+            steps, root = plan(prefs.get_prefs(context))
         except SetupError as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
-        for i, cmd in enumerate(steps):
-            print(f"Face Fusion set up {i + 1}/{len(steps)}: {' '.join(cmd)}")
-            proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+        for i, step in enumerate(steps):
+            print(f"Face Fusion set up {i + 1}/{len(steps)}, {step.label}: {' '.join(step.cmd)}")
+            proc = subprocess.run(step.cmd, cwd=root, env=child_env(), capture_output=True, text=True)
             if proc.returncode != 0:
-                self.report({"ERROR"}, f"Set up failed at '{' '.join(cmd[1:4])}': {proc.stderr.strip()[-300:]}")
+                self.report({"ERROR"}, _failure(step, proc.stderr or proc.stdout))
                 return {"CANCELLED"}
         session.forget()
         self.report({"INFO"}, "Face Fusion engine environment ready")
@@ -64,12 +91,12 @@ class FACEFUSION_OT_setup_engine(bpy.types.Operator):
         if bpy.app.background:
             return self.execute(context)
         try:
-            self._steps, self._root = self._plan(context)
+            self._steps, self._root = plan(prefs.get_prefs(context))
         except SetupError as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
         self._total = len(self._steps)
-        self._proc = None
+        self._proc = self._err = self._step = None
         wm = context.window_manager
         wm.progress_begin(0, self._total)
         self._timer = wm.event_timer_add(0.25, window=context.window)
@@ -79,30 +106,49 @@ class FACEFUSION_OT_setup_engine(bpy.types.Operator):
     def modal(self, context: Any, event: Any) -> set[str]:
         if event.type == "ESC" and self._proc is not None:
             self._proc.terminate()
+            self._proc.wait()
             return self._end(context, "Set up cancelled", {"WARNING"})
         if event.type != "TIMER":
             return {"PASS_THROUGH"}
         if self._proc is not None and self._proc.poll() is None:
             return {"RUNNING_MODAL"}
         if self._proc is not None and self._proc.returncode != 0:
-            err = self._proc.stderr.read().decode(errors="replace")[-300:] if self._proc.stderr else ""
-            return self._end(context, f"Set up failed: {err}", {"ERROR"})
+            err = b""
+            if self._err is not None:
+                self._err.seek(0)
+                err = self._err.read()
+            assert self._step is not None
+            return self._end(context, _failure(self._step, err.decode(errors="replace")), {"ERROR"})
         if not self._steps:
             session.forget()
             return self._end(context, "Face Fusion engine environment ready", {"INFO"})
-        cmd = self._steps.pop(0)
-        done = self._total - len(self._steps)
-        context.window_manager.progress_update(done)
-        context.window_manager.face_fusion_runtime.message = f"Setting up the engine ({done}/{self._total})"
-        self._proc = subprocess.Popen(cmd, cwd=self._root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        redraw_editors(context)
+        self._start_next(context)
         return {"RUNNING_MODAL"}
 
+    def _start_next(self, context: Any) -> None:
+        self._close_err()
+        step = self._step = self._steps.pop(0)
+        done = self._total - len(self._steps)
+        context.window_manager.face_fusion_runtime.message = \
+            f"Setting up the engine ({done}/{self._total}): {step.label}"
+        context.window_manager.progress_update(done)
+        self._err = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the next step or _end)
+        self._proc = subprocess.Popen(step.cmd, cwd=self._root, env=child_env(), stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=self._err)
+        redraw_editors(context)
+
+    def _close_err(self) -> None:
+        if self._err is not None:
+            self._err.close()
+            self._err = None
+
     def _end(self, context: Any, message: str, level: set[str]) -> set[str]:
+        self._close_err()
         wm = context.window_manager
         wm.event_timer_remove(self._timer)
         wm.progress_end()
         wm.face_fusion_runtime.message = message
+        redraw_editors(context)
         self.report(level, message)
         return {"FINISHED"} if "INFO" in level else {"CANCELLED"}
 
