@@ -19,7 +19,7 @@ from engine.stages.track_bridge import eye_distance
 CLIP = "/work/shared/data/walkers_1080p.mp4"
 DETECTOR_SCORE = 0.5  # the follower's detector threshold: the mesh and track consistency reject what it lets in
 # 480 px tiles, not the catalogue's 640: faces of 35-45 px on the 1080p frame score 0.3-0.5 in 640 px tiles and
-# are lost at 0.5 (walkers: recall 0.90 with 640, 0.95 with 480, at twice the detector time on key frames)
+# are lost at 0.5 (walkers: recall 0.92 with 640, 0.98 with 480, at twice the detector time on key frames)
 DETECTOR_TILE = 480
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CLIP), reason=f"{CLIP} (shared footage) is not here")
@@ -71,16 +71,16 @@ def test_key_frames_are_absolute_frame_numbers_plus_shot_starts():
 
 
 def test_hand_annotated_faces_are_found_no_worse_than_measured(whole):
-    # measured: 56/59 faces (0.949), 0.4 false positives per frame; raw tiled BlazeFace at 0.5 gets 0.81 / 0.2
+    # measured: 58/59 faces (0.983), 0.3 false positives per frame; raw tiled BlazeFace at 0.5 gets 0.81 / 0.2
     recall, fp = score_against_annotations(whole)
     print(f"recall {recall:.3f}, false positives per frame {fp:.2f}")
-    assert recall >= 0.94, f"recall {recall:.3f}"
-    assert fp <= 0.5, f"{fp:.2f} false positives per frame"
+    assert recall >= 0.95, f"recall {recall:.3f}"
+    assert fp <= 0.3, f"{fp:.2f} false positives per frame"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 9 target not met yet: 0.949 recall, 0.4 FP/frame measured (a 35 px "
-                   "face the tiles miss on frame 5; a head-down face whose mesh box is smaller than the annotation; "
-                   "a walker followed on frames where the annotation left it out)")
+@pytest.mark.xfail(strict=True, reason="issue 9 target: recall met (0.983), false positives 0.3 per frame, not 0.2. "
+                   "All three are one woman on the phone (about 1370, 710) that the annotations leave out on frames "
+                   "25, 35 and 85 while annotating her on 5, 15, 45; her face is visible there (three-quarter)")
 def test_hand_annotated_faces_reach_the_issue_target(whole):
     recall, fp = score_against_annotations(whole)
     assert recall >= 0.95 and fp <= 0.2, f"recall {recall:.3f}, {fp:.2f} false positives per frame"

@@ -48,6 +48,7 @@ class Source(Enum):
 class FollowOptions:
     key_interval: int = 6  # detector every K absolute frames (and at every shot start)
     mesh_score: float = 0.5  # mesh face score that counts as a face
+    sure_score: float = 0.9  # under this a followed mesh is checked against a detection near it
     match_iou: float = 0.3  # detection <-> track association
     drift_iou: float = 0.5  # followed box vs its detection under this: re-fit from the detection
     duplicate_iou: float = 0.5  # two tracks overlapping this much are one face: the younger one ends
@@ -227,12 +228,15 @@ class _ShotFollower:
             dets: list[Face] = []
         elif key:
             dets = self.det.detect(im)
-        else:  # re-anchor the faces the mesh lost, from a detection near where they were
+        else:  # re-anchor the faces the mesh lost or is unsure of, from a detection near where they were
             dets = []
             for t in self.live:
-                if t.track_id not in followed:
+                r = followed.get(t.track_id)
+                if r is None:
                     near = self._detect_near(im, self._predict(t, f))
                     dets += near or self._detect_near(im, t.measured[t.last].box)
+                elif r.score < opt.sure_score:  # a mesh sliding off the face loses its score first
+                    dets += self._detect_near(im, mesh_box(r.points))
         # the boxes each track claims detections with: where the mesh followed it, else where it was last seen and
         # where its velocity would have taken it
         claim = [mesh_box(followed[t.track_id].points) if t.track_id in followed else t.measured[t.last].box
@@ -326,26 +330,37 @@ class _ShotFollower:
             t = _Live(self.next_id, {}, r.points, f - 1, det_scores=[d.score])
             self.next_id += 1
             self._measure(t, s, r)
-            if flagged:
-                self._follow_back(t, f, r)
+            self._follow_back(t, f, r, s, flagged)
             self.live.append(t)
 
-    def _follow_back(self, t: _Live, f: int, res: MeshResult) -> None:
-        """A face that came into view between key frames: the mesh follows it backwards through the frames since
-        the last key frame, so it is not missing there."""
+    def _follow_back(self, t: _Live, f: int, res: MeshResult, s: FaceSample, flagged: bool) -> None:
+        """A face that came into view between key frames: followed backwards through the frames since the last key
+        frame (by the mesh, or for a face the mesh does not flag by the detector near it), so it is not missing
+        there."""
         for g in range(f - 1, f - self.opt.key_interval, -1):
             im = self.recent.get(g)
             if im is None or g in self.opt.fail_frames:
                 return
-            res = self.mesh.track(im, res.points)
-            if res.score < self.opt.mesh_score:
-                return
-            s = _sample(g, res, Source.TRACKED, res.score)
+            if flagged:
+                res = self.mesh.track(im, res.points)
+                if res.score < self.opt.mesh_score:
+                    return
+                s = _sample(g, res, Source.TRACKED, res.score)
+            else:
+                near = [d for d in self._detect_near(im, s.box)
+                        if iou_matrix(d.box[None], s.box[None])[0, 0] >= self.opt.match_iou]
+                if not near:
+                    return
+                d = max(near, key=lambda d: d.score)
+                res = self.mesh.fit_face(im, d)
+                s = _sample(g, res, Source.DETECTED, 0.5 * d.score, d.box)
+                t.det_scores.append(d.score)
+                t.mesh_scores.append(res.score)
             others = [u.measured[g].box for u in self.live if g in u.measured]
             if others and iou_matrix(s.box[None], np.stack(others)).max() >= self.opt.match_iou:
                 return  # already another track's face there
             t.measured[g] = s
-            t.face_frames += 1
+            t.face_frames += int(flagged)
 
     def _merge_duplicates(self, f: int) -> None:
         """Two tracks on one face (a follower drifted onto a neighbour): the one with fewer face frames ends."""
