@@ -31,6 +31,7 @@ FORBIDDEN_SUFFIXES = (".onnx", ".pth", ".pt", ".dat", ".bin", ".safetensors", ".
 # and models/ may travel, and each of these must (the add-on fails to load without it).
 SHIPPED_MODULES = {
     "engine/__init__.py", "engine/settings.py", "engine/cachekey.py", "engine/errors.py", "engine/outputs.py",
+    "engine/frame_pattern.py",  # the cache key's frame-pattern parser
     "engine/models/__init__.py", "engine/models/catalogue.py",  # the catalogue lists the neural models in the UI
     "models/catalogue.json",
 }
