@@ -95,19 +95,22 @@ def main() -> None:
     ap.add_argument("--clip", default="/work/shared/data/walkers_1080p.mp4")
     ap.add_argument("--frames", type=int, default=105)
     ap.add_argument("--detector-score", type=float, default=0.5)
+    ap.add_argument("--tile", type=int, default=480, help="BlazeFace tile size (the catalogue's default is 640)")
+    ap.add_argument("--follower-only", action="store_true", help="skip the dlib rows (another tile size)")
     a = ap.parse_args()
     wheel_members.ensure()
-    bf = BlazeFaceDetector(catalogue.get("blazeface"), score=a.detector_score)
+    bf = BlazeFaceDetector(catalogue.get("blazeface"), score=a.detector_score, tile=a.tile)
     mesh = Mesh468Landmarker(catalogue.get("mesh_468"))
     # dlib_hog is built into dlib (a registry built-in, no catalogue file): its id is all the entry it needs
     hog = DlibDetector(SimpleNamespace(id="dlib_hog"))
     sp = DlibLandmarker(catalogue.get("dlib_shape_predictor_68"))
-    print(f"load average at start: {os.getloadavg()}, {os.cpu_count()} CPUs, {a.frames} frames of {a.clip}")
+    print(f"load average at start: {os.getloadavg()}, {os.cpu_count()} CPUs, {a.frames} frames of {a.clip}, "
+          f"BlazeFace score {a.detector_score} tile {a.tile}")
     print("| size | analysis | frames/s | ms/frame | matched faces (IoU>=0.3) | recall | false pos./frame |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for w, h in SIZES:
-        for name, fn, model in (("BlazeFace + mesh follower", run_follower, (bf, mesh)),
-                                ("dlib HOG + 68", run_dlib, (hog, sp))):
+        rows = [("BlazeFace + mesh follower", run_follower, (bf, mesh)), ("dlib HOG + 68", run_dlib, (hog, sp))]
+        for name, fn, model in rows[:1] if a.follower_only else rows:
             fps, boxes_at = fn(a.clip, (w, h), a.frames, *model)
             hits, total, fp = score(boxes_at, 1920 / w, a.frames)
             frames = len([f for f in wa.FACES if f < a.frames])
