@@ -3,12 +3,14 @@
 Talks to the out-of-process engine only through ``engine.client`` (see ``session``); never imports the
 engine's heavy packages. Modules in layers, each importing only those below it (tests/test_addon_imports.py):
 
-- leaves: engine_link, compat, plates, ocio, prefs, images (and rgba_copy, a script run by the engine's Python)
-- schema, sources, session
+- leaves: engine_link, compat, plates, ocio, prefs, images, exr_header (and rgba_copy, a script run by the engine's
+  Python)
+- schema, sources, session, coverage
 - targets (the ``Target`` base), strip_target and node_target (its two kinds)
 - lookup (finding targets), retarget (pointing them at their cache folder)
 - props, node, sequencer, bake
-- op_common, op_add, op_bake, op_sources, op_faces, op_engine, engine_setup; operators, panels, handlers
+- op_common, op_add, op_bake, op_coverage, op_sources, op_faces, op_engine, engine_setup; operators, panels,
+  handlers
 """
 
 from __future__ import annotations

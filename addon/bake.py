@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import compat, plates, prefs, retarget, schema, session, sources, targets
+from . import compat, coverage, plates, prefs, retarget, schema, session, sources, targets
 from .engine_link import engine_module
 
 COPY_INTERVAL_S = 1.0  # Blender < 5.0: finished frames are batched, at most one copy process per interval
@@ -45,6 +46,8 @@ class TargetBake:
     copy_proc: Any = None  # the running rgba_copy.py process (Blender < 5.0)
     copy_frames: list[int] = field(default_factory=list)
     copy_err: Any = None  # its stderr (a temp file: a pipe could fill up and stall it)
+    needed: list[int] = field(default_factory=list)  # every plate frame of the range, made now or before
+    faces_seen: dict[int, coverage.FrameFaces] = field(default_factory=dict)  # from events, not yet recorded
 
 
 def _stop_copy(item: TargetBake) -> None:
@@ -134,6 +137,7 @@ class BakeRun:
         kind = event.get("type")
         if kind == "frame_done":
             frame = int(event.get("frame", -1))
+            item.faces_seen[frame] = coverage.from_event(event)  # recorded on the main thread (record_coverage)
             if compat.READS_MATTE_LAYERS:
                 item.done.add(frame)
                 if self.on_frame is not None:
@@ -286,7 +290,7 @@ def plan(target: targets.Target, frame_start: int | None = None, frame_end: int 
         engine_missing = target.missing(missing, key, engine_files=True)  # what the engine has to make
         _, folder = target.output_dir(key)
         if read_only and not retarget.is_pointed(target, key, media):  # the caller refuses it: make nothing
-            return TargetBake(target, missing, folder, key, {}, pointed=False)
+            return TargetBake(target, missing, folder, key, {}, pointed=False, needed=needed)
         if not engine_missing:
             break
         os.makedirs(folder, exist_ok=True)
@@ -306,7 +310,17 @@ def plan(target: targets.Target, frame_start: int | None = None, frame_end: int 
             "skip_existing": True,  # frames already in the folder are never recomputed
             "file_prefix": targets.FILE_PREFIX,
         }
-    return TargetBake(target, missing, folder, key, request, engine_frames=engine_missing)
+    return TargetBake(target, missing, folder, key, request, engine_frames=engine_missing, needed=needed)
+
+
+def record_coverage(item: TargetBake, final: bool = False) -> None:
+    """Write the faces the engine reported since the last call to the strip's/node's coverage record; ``final``
+    (the bake is over) also reads the range's frames made earlier from their files. Main thread only."""
+    seen, item.faces_seen = item.faces_seen, {}
+    try:
+        item.target.record_coverage(item.key, seen, item.needed if final else ())
+    except (ReferenceError, OSError) as exc:  # the strip/node was deleted meanwhile: the record goes with it
+        print(f"Face Fusion: coverage not recorded: {exc}", file=sys.stderr)
 
 
 def start(items: list[TargetBake], on_frame: Callable[[TargetBake, int], None] | None = None) -> BakeRun:
@@ -322,6 +336,8 @@ def bake_blocking(tgts: list[targets.Target], frame_start: int | None = None, fr
         raise BakeError(str(exc)) from exc
     run = start(items, on_frame)
     run.wait()
+    for item in items:  # frames made before a failure count too
+        record_coverage(item, final=True)
     if run.errors:
         raise BakeError("; ".join(run.errors))
     return run

@@ -12,7 +12,8 @@ read: the bake is planned read-only (the engine writes the files; nothing in bpy
 folder is out of date (settings, plate, source photo, engine or OCIO config changed since it was pointed
 there) is not baked: the render would show the old folder anyway, so the artist is told to Bake first, and
 re-pointing it is queued for the main thread once no render job runs (a timer registered on the main thread
-drains the queue). Compositor images are reloaded the same way after the render.
+drains the queue). Compositor images are reloaded, and the face coverage is read from the new files, the same way
+after the render.
 
 Python exceptions in handlers are printed and swallowed by Blender, so a failed bake cannot stop a render
 by raising: in background mode the process exits with status 1 instead, after printing which frame failed, so
@@ -94,8 +95,9 @@ def _bake_read_only(tgts: list[Target], frame_start: int, frame_end: int) -> Non
         return
     run = bake.start(items)
     run.wait()
-    for item in items:  # an image node picks up the new files after this render
+    for item in items:  # an image node picks up the new files after this render; coverage is read from them
         _defer("reload", item.target)
+        _defer("coverage", item.target)
     for error in run.errors:
         _fail(error)
 
@@ -119,6 +121,8 @@ def run_deferred() -> None:
                 continue
             if action == "retarget":
                 retarget.retarget(target)
+            elif action == "coverage":
+                target.refresh_coverage()
             else:
                 target.reload_images()
         except Exception as exc:  # one stale entry must not stop the others (or the timer)

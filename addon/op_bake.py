@@ -95,6 +95,8 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
 
     def _tick(self, context: Any, run: bake.BakeRun) -> set[str]:
         run.step(0.0)
+        for item in run.items:  # the panel's coverage grows as frames land
+            bake.record_coverage(item)
         wm = context.window_manager
         runtime = wm.face_fusion_runtime
         runtime.progress = run.progress
@@ -118,6 +120,8 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
         runtime.running = False
         run = self._run
         assert run is not None
+        for item in run.items:
+            bake.record_coverage(item, final=True)
         for w in run.warnings[:5]:
             self.report({"WARNING"}, w)
         if run.providers:

@@ -6,7 +6,7 @@ from typing import Any
 
 import bpy
 
-from . import lookup
+from . import coverage, lookup, plates
 from .schema import grouped_settings
 from .targets import Target
 
@@ -74,6 +74,41 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
     _owner_args(row.operator("facefusion.bake", icon="RENDER_ANIMATION"), target)
     if ff.preview_image is not None:
         box.template_ID_preview(ff, "preview_image", hide_buttons=True)
+    draw_coverage(col.box(), target)
+
+
+def draw_coverage(box: Any, target: Target) -> None:
+    """Faces replaced per frame, as the bake recorded them: a summary line, then the frames with no face and those
+    whose least confident face is below the threshold, as ranges of scene frames to jump to."""
+    ff = target.settings
+    row = box.row()
+    row.label(text="Coverage", icon="USER")
+    row.prop(ff, "coverage_threshold")
+    record = coverage.parse(ff.coverage)
+    if not ff.cache_key or record.key != ff.cache_key:
+        box.label(text="Not measured for these settings: bake, or read the baked frames")
+        _owner_args(box.operator("facefusion.read_coverage", icon="FILE_REFRESH"), target)
+        return
+    try:
+        timeline = target.timeline_frames(target.plate())
+    except (plates.PlateError, OSError) as exc:
+        box.label(text=str(exc), icon="ERROR")
+        return
+    summary = coverage.summarise(record, timeline, ff.coverage_threshold)
+    box.label(text=summary.line(ff.coverage_threshold))
+    for title, icon, found in (("No face", "ERROR", summary.no_face), ("Low confidence", "QUESTION", summary.low)):
+        if not found:
+            continue
+        box.label(text=f"{title}:", icon=icon)
+        grid = box.grid_flow(columns=4, even_columns=True, align=True)
+        for a, b in found[:coverage.MAX_RANGES]:
+            op = grid.operator("facefusion.jump_to_frame", text=coverage.range_label(a, b))
+            op.frame = a
+            _owner_args(op, target)
+        if len(found) > coverage.MAX_RANGES:
+            grid.label(text=f"+{len(found) - coverage.MAX_RANGES} more")
+    if summary.unknown:
+        _owner_args(box.operator("facefusion.read_coverage", icon="FILE_REFRESH"), target)
 
 
 class SEQUENCER_PT_face_fusion(bpy.types.Panel):

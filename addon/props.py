@@ -79,6 +79,12 @@ def _annotations() -> dict[str, Any]:
         "faces": bpy.props.CollectionProperty(type=FaceFusionFace),
         "preview_image": bpy.props.PointerProperty(type=bpy.types.Image, name="Preview"),
         "last_error": bpy.props.StringProperty(name="Last Error"),
+        # Not swap settings (no cache re-key): what the bake found, and how the panel judges it (coverage.py).
+        "coverage": bpy.props.StringProperty(
+            name="Coverage", description="Faces replaced and their lowest confidence per plate frame (JSON)"),
+        "coverage_threshold": bpy.props.FloatProperty(
+            name="Low Below", default=0.5, min=0.0, max=1.0,
+            description="Frames whose least confident replaced face is below this are listed as low confidence"),
     })
     return ann
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import tempfile
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import bpy
 
-from . import compat, ocio, plates, prefs, schema, session, sources
+from . import compat, coverage, ocio, plates, prefs, schema, session, sources
 from .engine_link import cachekey_module, engine_module
 
 RGBA_SUBDIR = "rgba"
@@ -128,3 +129,20 @@ class Target(ABC):
         """Frames whose file Blender reads (or, with ``engine_files``, the engine's file) does not exist."""
         _, folder = self.output_dir(key) if engine_files else self.display_dir(key)
         return [n for n in frames if not os.path.isfile(os.path.join(folder, output_name(n)))]
+
+    # -- face coverage (coverage.py): writes the settings, main thread only
+    def record_coverage(self, key: str, seen: Mapping[int, coverage.FrameFaces], read: Iterable[int] = ()) -> None:
+        """Add to the coverage record of ``key`` the faces the engine reported (``seen``) and those the files of
+        the frames ``read`` hold, for frames the record lacks (made earlier, on a farm, by another Blender)."""
+        known = coverage.parse(self.settings.coverage)
+        have = set(seen) | (set(known.frames) if known.key == key else set())
+        found = dict(seen)
+        found.update(coverage.read_files(self.output_dir(key)[1], [f for f in read if f not in have]))
+        if found or known.key != key:
+            coverage.record(self.settings, key, found)
+
+    def refresh_coverage(self) -> None:
+        """Read the coverage of every plate frame the strip/node shows from the files of its current folder."""
+        key = self.settings.cache_key
+        if key:
+            self.record_coverage(key, {}, self.timeline_frames(self.plate()).values())

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ADDON = Path(__file__).resolve().parent.parent / "addon"
-LEAVES = ("engine_link", "compat", "plates", "ocio", "prefs", "images")
+LEAVES = ("engine_link", "compat", "plates", "ocio", "prefs", "images", "exr_header")
 MAX_LINES = 400
 
 

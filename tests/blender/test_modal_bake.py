@@ -67,6 +67,8 @@ def test_modal_bake_shows_progress_and_frames_as_they_land(addon, scene, media, 
     assert any("INFO" in kind for kind, _ in reports)
     folder = bpy.path.abspath(strip.face_fusion.cache_dir)
     assert len(glob.glob(os.path.join(folder, "facefusion.*.exr"))) == media["frames"]
+    record = addon.coverage.parse(strip.face_fusion.coverage)  # recorded from the events, tick by tick
+    assert record.key == strip.face_fusion.cache_key and sorted(record.frames) == list(range(1, media["frames"] + 1))
 
 
 def test_esc_cancels_the_modal_bake_and_keeps_finished_frames(addon, scene, long_media, cache_dir):

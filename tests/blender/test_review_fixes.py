@@ -105,10 +105,12 @@ def test_ui_render_handlers_plan_read_only(addon, scene, media, cache_dir, ui_re
     assert addon.handlers.FAILURES == []
     assert os.path.isfile(os.path.join(folder, "facefusion.0002.exr"))
     assert ui_render == [] and _snapshot(owner) == before
+    assert 2 not in addon.coverage.parse(target.settings.coverage).frames  # bpy data waits for the main thread
     if kind == "node":  # the image reload waits for the main thread
         assert not addon.handlers._DEFERRED.empty()
         addon.handlers.run_deferred()
         assert ui_render == ["refresh", "relink"]
+        assert addon.coverage.parse(target.settings.coverage).frames[2][0] >= 1  # read from the new file
         ui_render.clear()
         before = _snapshot(owner)
 
