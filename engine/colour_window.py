@@ -16,15 +16,20 @@ from engine.stages.contracts import Face
 
 
 class ColourWindow:
-    def __init__(self, ctx: JobContext, selected: dict[int, list[Face]]) -> None:
+    def __init__(self, ctx: JobContext, selected: dict[int, list[Face]],
+                 stats: dict[tuple[int, int], colour_match.SkinStats] | None = None) -> None:
         self.ctx = ctx
         self.selected = selected
         self.radius = ctx.radius
         self.stats: dict[tuple[int, int], colour_match.SkinStats] = {}  # (track, frame) -> plate skin stats
+        # given: the shot analysis's skin statistics (engine.analysis.stats), the same whatever a job renders
+        self.fixed_stats = stats is not None
+        if stats is not None:
+            self.stats = dict(stats)
 
     def add(self, p: PendingFrame) -> None:
         for fc in p.faces:
-            if fc.stats is not None:
+            if fc.stats is not None and not self.fixed_stats:
                 self.stats[(fc.track, p.frame)] = fc.stats
 
     def add_neighbours(self, rendered: list[int]) -> None:
@@ -38,7 +43,7 @@ class ColourWindow:
             self._add_plate_frame(g)
 
     def _add_plate_frame(self, f: int) -> None:
-        if self.ctx.settings.colour_match == "none" or not self.selected.get(f):
+        if self.ctx.settings.colour_match == "none" or self.fixed_stats or not self.selected.get(f):
             return
         rgba, gamut = self.ctx.plate.read(f)
         plate_rgb = np.ascontiguousarray(rgba[..., :3])

@@ -21,7 +21,8 @@ import numpy as np
 
 from engine import audit
 from engine import settings as schema
-from engine.analysis import DEFAULT_FACE_MODELS, FaceModels, analyse_frames, frames_needed, tracks_of
+from engine.analysis import SOURCE_FACE_MODELS, AnalysisRun, FaceModels, ShotAnalysis, obtain
+from engine.analysis.stats import skin_stats_of
 from engine.colour_window import ColourWindow, composite_frame
 from engine.errors import EngineError, JobCancelled
 from engine.face_steps import align, mattes, refine_crops, swap
@@ -35,6 +36,7 @@ from engine.selection import select_faces
 from engine.sources import SourceTexture, analyse_sources
 from engine.stages import registry
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, warp_crop
+from engine.stages.colour_match import SkinStats
 from engine.stages.contracts import Face, SourceIdentity
 from engine.stages.upscale_waifu2x import denoise_model
 from engine.writer import FrameWriter
@@ -62,6 +64,8 @@ class Engine:
         # Bounded: a long-lived engine sees many sources over a session (edited photos, packed images).
         self._sources: OrderedDict[str, tuple[SourceIdentity, list[str]]] = OrderedDict()
         self._textures: OrderedDict[tuple[str, bool, int], SourceTexture] = OrderedDict()
+        self._analyses: OrderedDict[str, ShotAnalysis] = OrderedDict()  # the last plates' shot analyses
+        self.fail_frames: frozenset[int] = frozenset()  # test hook: detector and mesh see nothing on these frames
 
     # ---- shared parts -------------------------------------------------------------------------------------
     def runtime(self):
@@ -74,11 +78,11 @@ class Engine:
             return self._runtime
 
     def analyse_u8(self, frame_u8: np.ndarray, upsample: int, embed: bool = False,
-                   models: FaceModels = DEFAULT_FACE_MODELS) -> list[Face]:
+                   models: FaceModels = SOURCE_FACE_MODELS) -> list[Face]:
         """Faces of one 8-bit sRGB frame, left to right, with 68 landmarks (and embeddings if asked)."""
         return self.describe_faces(frame_u8, self.detect_u8(frame_u8, upsample, models), embed, models)
 
-    def detect_u8(self, frame_u8: np.ndarray, upsample: int, models: FaceModels = DEFAULT_FACE_MODELS
+    def detect_u8(self, frame_u8: np.ndarray, upsample: int, models: FaceModels = SOURCE_FACE_MODELS
                   ) -> list[Face]:
         """Face boxes only. Safe to call from several threads at once: each thread has its own detector (dlib
         releases the GIL while it scans, so frames are detected in parallel)."""
@@ -90,13 +94,34 @@ class Engine:
         return detectors[key].detect(frame_u8)
 
     def describe_faces(self, frame_u8: np.ndarray, faces: list[Face], embed: bool = False,
-                       models: FaceModels = DEFAULT_FACE_MODELS) -> list[Face]:
+                       models: FaceModels = SOURCE_FACE_MODELS) -> list[Face]:
         """Landmarks (and embeddings) of detected faces, sorted left to right."""
         with self._lock:
             registry.create("landmarks", models.landmarker, self.runtime()).landmarks(frame_u8, faces)
             if embed:
                 registry.create("recognize", models.recognizer, self.runtime()).embed(frame_u8, faces)
         return sorted(faces, key=lambda f: f.centre[0])
+
+    def shot_analysis(self, plate: Plate, s: Any, emit: EventSink = _noop,
+                      check_cancel: Any = lambda: None) -> ShotAnalysis:
+        """The plate's shot analysis (computed over the whole plate once, then read from the cache)."""
+        run = AnalysisRun(plate, s, emit, check_cancel, lambda stage, mid, **opts: self._analysis_backend(
+            stage, mid, emit, **opts), self.fail_frames)
+        with self._lock:  # dlib's landmarker and recognizer are shared with the source analysis
+            return obtain(run, self._analyses)
+
+    def _analysis_backend(self, stage: str, model_id: str, emit: EventSink, **options: Any) -> Any:
+        """An analysis model from the registry; a neural one says what it really runs on, as the swappers do."""
+        runtime = self.runtime()
+        backend = registry.create(stage, model_id, runtime, **options)
+        if registry.is_neural(model_id):
+            for report in runtime.reports():
+                if report.model == model_id:
+                    emit({"type": "provider", **report.to_dict()})
+        elif isinstance(getattr(backend, "provider", None), str):  # LiteRT (MediaPipe's models): CPU
+            emit({"type": "provider", "model": model_id, "provider": backend.provider, "precision": "fp32",
+                  "device_id": 0, "warnings": []})
+        return backend
 
     def source_identity(self, sources: list[ImageInput], warn: EventSink) -> SourceIdentity:
         key = json.dumps([_input_key(s) for s in sources])
@@ -146,11 +171,29 @@ class Engine:
                           s.temporal_smoothing)
 
     # ---- the frame's journey ------------------------------------------------------------------------------
-    def _select(self, ctx: JobContext, todo: list[int]) -> dict[int, list[Face]]:
-        """analyse -> select: the faces to replace in the rendered frames and their colour neighbours."""
-        need = frames_needed(ctx, todo)
-        raw = analyse_frames(self, ctx, need, embed=ctx.settings.face_selector == "reference")
-        return select_faces(self, ctx, raw, tracks_of(raw, ctx.radius), need)
+    def _select(self, ctx: JobContext, todo: list[int]
+                ) -> tuple[dict[int, list[Face]], dict[tuple[int, int], SkinStats]]:
+        """analyse -> select: the faces to replace in the rendered frames, and the plate skin statistics of their
+        tracks over each frame's colour window (from the shot analysis: never from the job's frame range)."""
+        analysis = self.shot_analysis(ctx.plate, ctx.settings, ctx.emit, ctx.check_cancel)
+        near = sorted({g for f in todo for g in range(f - ctx.radius, f + ctx.radius + 1)} & set(analysis.frames))
+        selected = select_faces(analysis, ctx.settings, near)
+        stats: dict[tuple[int, int], SkinStats] = {}
+        if ctx.settings.colour_match != "none":
+            by_id = {t.track_id: t for t in analysis.tracks}
+            for f in near:
+                for face in selected[f]:
+                    st = skin_stats_of(by_id[face.track_id].stats["skin_colour"]["frames"].get(str(f)))
+                    if st is not None:
+                        stats[(face.track_id, f)] = st
+        return {f: selected[f] for f in todo}, stats
+
+    @staticmethod
+    def _with_confidence(selected: dict[int, list[Face]], pendings: list[PendingFrame]) -> list[PendingFrame]:
+        """Each frame's replaced faces' confidence, in Face1..N order (the faces align() cut, left to right)."""
+        for p in pendings:
+            p.confidence = [face.confidence for face in selected.get(p.frame, []) if face.landmarks68 is not None]
+        return pendings
 
     @staticmethod
     def _swap_chunk(ctx: JobContext, selected: dict[int, list[Face]], frames: list[int]) -> list[PendingFrame]:
@@ -167,9 +210,8 @@ class Engine:
         neighbours are swapped: colour -> composite -> write."""
         if not todo:
             return
-        selected = self._select(ctx, todo)
-        window = ColourWindow(ctx, selected)
-        window.add_neighbours(todo)
+        selected, stats = self._select(ctx, todo)
+        window = ColourWindow(ctx, selected, stats)
         writer.start_clock()
         chunk = NEURAL_CHUNK_FRAMES if ctx.swapper.size else 1
         pending: deque[PendingFrame] = deque()
@@ -184,7 +226,7 @@ class Engine:
             for start in range(0, len(todo), chunk):
                 ctx.check_cancel()
                 frames = todo[start:start + chunk]
-                for p in self._swap_chunk(ctx, selected, frames):
+                for p in self._with_confidence(selected, self._swap_chunk(ctx, selected, frames)):
                     window.add(p)
                     pending.append(p)
                 while pending and window.ready(pending[0], frames[-1]):  # its colour window is complete
@@ -248,34 +290,35 @@ class Engine:
         try:
             _frame_range(plate, frame, frame)
             ctx = self._context(job, s, plate, collect, None)
-            selected = self._select(ctx, [frame])
-            (p,) = self._swap_chunk(ctx, selected, [frame])
-            window = ColourWindow(ctx, selected)
-            window.add(p)
-            window.add_neighbours([frame])
+            selected, stats = self._select(ctx, [frame])
+            (p,) = self._with_confidence(selected, self._swap_chunk(ctx, selected, [frame]))
+            window = ColourWindow(ctx, selected, stats)
             layers, rgba = composite_frame(ctx, p, window.matched(p))
         finally:
             plate.close()
         return PreviewResult(rgba, layers.mattes, len(p.faces), warnings + p.warnings)
 
     def analyse(self, plate_input: ImageInput, frame: int, settings: Any) -> list[dict[str, Any]]:
-        """Faces in one plate frame, for a face picker: box, landmarks, embedding and a 96 px thumbnail."""
+        """Faces in one plate frame, for a face picker: box, landmarks, embedding and a 96 px thumbnail. Read from
+        the shot analysis, so the indices are those the reference selector uses."""
         s = _checked_settings(settings)
         plate = Plate(_plate_input(plate_input, s))
         try:
             _frame_range(plate, frame, frame)
+            analysis = self.shot_analysis(plate, s)
             rgba, gamut = plate.read(frame)
         finally:
             plate.close()
         srgb = colour.linear_to_model(rgba[..., :3], gamut)
-        faces = self.analyse_u8(colour.to_u8(srgb), s.detector_upsample, embed=True)
+        embeddings = {t.track_id: t.embedding for t in analysis.tracks}
         out = []
-        for i, face in enumerate(faces):
+        for i, face in enumerate(analysis.faces(frame)):
+            emb = embeddings[face.track_id]
             m = crop_matrix(face.kps5, FFHQ_TEMPLATE, 96)
             thumb = colour.to_u8(warp_crop(srgb, m, 96))
             out.append({"index": i, "box": [float(v) for v in face.box], "score": face.score,
-                        "landmarks": face.landmarks68.tolist(),
-                        "embedding": face.embeddings[DEFAULT_FACE_MODELS.recognizer].tolist(), "thumbnail": thumb})
+                        "confidence": face.confidence, "track": face.track_id, "landmarks": face.landmarks68.tolist(),
+                        "embedding": emb.tolist() if emb is not None else None, "thumbnail": thumb})
         return out
 
 

@@ -19,12 +19,10 @@ from engine.stages.upscale_waifu2x import denoise_model
 
 
 def analysis_models(s: Any) -> list[str]:
-    """The models that look at every frame: detector and landmarker (and recognizer to pick a person)."""
+    """The models of the shot analysis, which looks at every frame: detector, landmarker and the recognizer
+    (each track's identity is part of the analysis whatever the selector)."""
     analysis = face_models(s)
-    ids = [analysis.detector, analysis.landmarker]
-    if s.face_selector == "reference":
-        ids.append(analysis.recognizer)
-    return ids
+    return [analysis.detector, analysis.landmarker, analysis.recognizer]
 
 
 def job_models(s: Any) -> list[str]:
@@ -104,5 +102,7 @@ class Provenance:
             "facefusion:plate": ctx.plate.describe(),
             "facefusion:frame": str(p.frame),
             "facefusion:faces": str(len(p.faces)),
+            # per replaced face, Face1..N: how sure the shot analysis is of it on this frame, in [0, 1]
+            "facefusion:confidence": json.dumps([round(float(c), 4) for c in p.confidence]),
             "facefusion:notice": "Synthetic face replacement made with Face Fusion",
         }

@@ -77,6 +77,7 @@ class PendingFrame:
     warnings: list[str]
     faces: list[SwappedFace] = field(default_factory=list)
     super_resolved: bool = False  # the source texture was upscaled for a face of this frame (provenance)
+    confidence: list[float] = field(default_factory=list)  # per replaced face, Face1..N: the analysis's confidence
 
 
 @dataclass

@@ -1,52 +1,48 @@
-"""Select step: which tracks are replaced (every face, the largest, one position, or the reference person)."""
+"""Select step: which tracks are replaced (every face, the largest, one position, or the reference person).
+
+A pure function of the shot analysis and the settings, decided over the whole plate, never over a job's frames:
+a shot rendered whole, in chunks or one frame at a time replaces the same faces with the same geometry.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from engine.analysis import face_models
+from engine.analysis import ShotAnalysis
 from engine.errors import EngineError
-from engine.io import colour
-from engine.records import JobContext
 from engine.stages import track
 from engine.stages.contracts import Face
 from engine.stages.dlib_face import identity_distance
 
 
-def select_faces(engine: Any, ctx: JobContext, raw: dict[int, list[Face]], tracks: list[track.Track],
-                 frames: list[int]) -> dict[int, list[Face]]:
-    """The faces to replace in each of ``frames``, left to right."""
-    keep = _select_tracks(engine, ctx, tracks, raw)
-    selected: dict[int, list[Face]] = {}
+def select_faces(analysis: ShotAnalysis, s: Any, frames: list[int]) -> dict[int, list[Face]]:
+    """The faces to replace on each of ``frames``, left to right, geometry smoothed over their whole track
+    (``temporal_smoothing`` frames each side; a track never crosses a cut, so neither does its smoothing)."""
+    chosen = chosen_tracks(analysis, s)
+    wanted = set(frames)
+    selected: dict[int, list[Face]] = {f: [] for f in frames}
+    for t in analysis.tracks:
+        if t.track_id not in chosen or not wanted.intersection(t.frames):
+            continue
+        smoothed = track.smooth({f: t.face(f) for f in t.frames}, s.temporal_smoothing)
+        for f in wanted.intersection(t.frames):
+            selected[f].append(smoothed[f])
     for f in frames:
-        faces = [t[f] for tid, t in enumerate(tracks) if f in t and tid in keep.get(f, set())]
-        selected[f] = sorted(faces, key=lambda face: face.centre[0])
+        selected[f].sort(key=lambda face: face.centre[0])
     return selected
 
 
-def _whole_tracks(tracks: list[track.Track], chosen: set[int]) -> dict[int, set[int]]:
-    per_frame: dict[int, set[int]] = {}
-    for tid, t in enumerate(tracks):
-        if tid in chosen:
-            for f in t:
-                per_frame.setdefault(f, set()).add(tid)
-    return per_frame
-
-
-def _select_tracks(engine: Any, ctx: JobContext, tracks: list[track.Track], raw: dict[int, list[Face]]
-                   ) -> dict[int, set[int]]:
-    s = ctx.settings
+def chosen_tracks(analysis: ShotAnalysis, s: Any) -> set[int]:
     mode = s.face_selector
     if mode == "all":
-        return _whole_tracks(tracks, set(range(len(tracks))))
+        return {t.track_id for t in analysis.tracks}
     if mode in ("largest", "index"):
-        # Decide per track, by majority over the frames where it was detected: a detector drop-out in one
-        # frame must not hand the choice to another face (identity switch).
+        # Decide per track, by majority over the frames it is on: a lost face in one frame must not hand the
+        # choice to another face (identity switch).
         picked: dict[int, int] = {}
         seen: dict[int, int] = {}
-        for faces in raw.values():
+        for f in analysis.frames:
+            faces = analysis.faces(f)
             for face in faces:
                 seen[face.track_id] = seen.get(face.track_id, 0) + 1
             if not faces:
@@ -58,32 +54,23 @@ def _select_tracks(engine: Any, ctx: JobContext, tracks: list[track.Track], raw:
             else:
                 continue
             picked[pick.track_id] = picked.get(pick.track_id, 0) + 1
-        return _whole_tracks(tracks, {tid for tid in range(len(tracks))
-                                      if picked.get(tid, 0) * 2 > seen.get(tid, 0)})
-    ref = _reference_embedding(engine, ctx, raw)
-    rec = face_models(s).recognizer
-    chosen = set()
-    for tid, t in enumerate(tracks):
-        dists = [identity_distance(face.embeddings[rec], ref) for face in t.values() if rec in face.embeddings]
-        if dists and float(np.median(dists)) < s.reference_distance:
-            chosen.add(tid)
-    return _whole_tracks(tracks, chosen)
+        return {tid for tid, n in picked.items() if n * 2 > seen[tid]}
+    ref_track = _reference_track(analysis, s)
+    if ref_track.embedding is None:
+        return {ref_track.track_id}
+    return {t.track_id for t in analysis.tracks if t.track_id == ref_track.track_id or (
+        t.embedding is not None and identity_distance(t.embedding, ref_track.embedding) < s.reference_distance)}
 
 
-def _reference_embedding(engine: Any, ctx: JobContext, raw: dict[int, list[Face]]) -> np.ndarray:
-    s, plate = ctx.settings, ctx.plate
+def _reference_track(analysis: ShotAnalysis, s: Any) -> Any:
     f = s.reference_frame
-    if f not in plate.frames:
-        raise EngineError(f"reference frame {f} is outside the plate ({plate.frames[0]}-{plate.frames[-1]})",
+    if f not in analysis.frames:
+        raise EngineError(f"reference frame {f} is outside the plate ({analysis.frames[0]}-{analysis.frames[-1]})",
                           "set --reference-frame to a frame of the plate")
-    if f in raw:  # analysed with this job's frames already (embeddings included in reference mode)
-        faces = raw[f]
-    else:
-        rgba, gamut = plate.read(f)
-        u8 = colour.to_u8(colour.linear_to_model(rgba[..., :3], gamut))
-        faces = engine.analyse_u8(u8, s.detector_upsample, embed=True, models=face_models(s))
+    faces = analysis.faces(f)
     idx = s.reference_face
     if idx >= len(faces):
         raise EngineError(f"reference frame {f} has {len(faces)} face(s), so face index {idx} does not exist",
                           "pick a face index shown by the face picker (counted left to right from 0)")
-    return faces[idx].embeddings[face_models(s).recognizer]
+    tid = faces[idx].track_id
+    return next(t for t in analysis.tracks if t.track_id == tid)

@@ -92,6 +92,21 @@ OUTPUT_CHOICES = (
     ("face", "Premultiplied face layer with mattes; Alpha Over on the plate gives the composite"),
     ("composite", "The full composited frame with mattes"),
 )
+# Catalogue ids; the neural ones (SCRFD, RetinaFace, YuNet) are downloaded on the artist's request.
+DETECTOR_CHOICES = (
+    ("blazeface", "MediaPipe BlazeFace full range, tiled on large frames (embedded, fast)"),
+    ("blazeface_short_range", "MediaPipe BlazeFace short range: close-up faces only (embedded)"),
+    ("dlib_hog", "dlib HOG detector: frontal faces, slow on large frames (built in)"),
+    ("scrfd_2.5g", "SCRFD 2.5G; needs download [non-commercial]"),
+    ("retinaface_10g", "RetinaFace 10G; needs download [non-commercial]"),
+    ("yunet_2023_mar", "OpenCV YuNet; needs download"),
+)
+LANDMARKER_CHOICES = (
+    ("mesh_468", "MediaPipe 468-point face mesh, following each face between key frames (embedded)"),
+    ("dlib_68", "dlib 68-point shape predictor on every frame (embedded)"),
+    ("2dfan4", "2DFAN4 68 points; needs download"),
+    ("2d106", "InsightFace 2d106; needs download [non-commercial]"),
+)
 # Extended by the model catalogue (issue 5) with neural swappers; the geometric one needs no download.
 SWAPPER_CHOICES: tuple[tuple[str, str], ...] = (
     ("geometric", "Built-in landmark mesh warp of the source face (CPU, no download)"),
@@ -136,9 +151,23 @@ SCHEMA: tuple[Setting, ...] = (
     Setting("face_index", "int", 0, "Face Index",
             "Position of the face to replace, counted left to right from 0 (selector 'index')", "faces", min=0,
             applies=("face_selector", "in", ("index",))),
+    Setting("detector", "enum", "blazeface", "Face Detector",
+            "Finds faces on key frames and where a followed face was lost", "faces", choices=DETECTOR_CHOICES),
+    Setting("landmarker", "enum", "mesh_468", "Landmarks",
+            "Places the face's points on every frame (every choice gives the 68-point set the mattes use)",
+            "faces", choices=LANDMARKER_CHOICES),
+    Setting("detector_score", "float", 0.5, "Detector Score",
+            "Detections scoring under this are ignored (neural detectors)", "faces", min=0.05, max=1.0,
+            applies=("detector", "not in", ("dlib_hog",))),
+    Setting("mesh_score", "float", 0.5, "Mesh Face Score",
+            "Face score under which the 468-point mesh counts a face as lost (lower keeps near-profile faces)",
+            "faces", min=0.0, max=1.0, applies=("landmarker", "in", ("mesh_468",))),
+    Setting("key_interval", "int", 6, "Key-Frame Interval",
+            "Run the detector every this many frames (and at every cut); the mesh follows faces in between",
+            "faces", min=1, max=120, applies=("landmarker", "in", ("mesh_468",))),
     Setting("detector_upsample", "int", 1, "Detector Upsample",
             "Upsample the frame this many times before detection; finds smaller faces, costs time", "faces",
-            min=0, max=3),
+            min=0, max=3, applies=("detector", "in", ("dlib_hog",))),
     Setting("swapper", "enum", "geometric", "Swapper", "Face swapper model", "swap", choices=SWAPPER_CHOICES),
     Setting("keep_eyes_mouth", "bool", True, "Keep Eyes and Mouth",
             "Keep the target's own eyes and mouth interior so expression and speech survive", "swap"),

@@ -52,7 +52,7 @@ class FrameWriter:
         elapsed = time.perf_counter() - self._t0
         fps = self.written / elapsed if elapsed > 0 else 0.0
         emit({"type": "frame_done", "frame": p.frame, "path": path, "faces": len(p.faces),
-              "seconds": round(time.perf_counter() - p.started, 3)})
+              "seconds": round(time.perf_counter() - p.started, 3), "confidence": p.confidence})
         emit({"type": "progress", "stage": "render", "done": self.written, "total": self.total,
               "fps": round(fps, 3), "eta": round((self.total - self.written) / fps, 1) if fps > 0 else None})
 

@@ -11,7 +11,8 @@ EVENT_TYPES: dict[str, str] = {
     "start": "total, frame_start, frame_end, skipped: the frames this render will write",
     "provider": "model, provider, precision, device_id, warnings: what a neural model really runs on",
     "warning": "frame (or null), message",
-    "frame_done": "frame, path, faces, seconds: one EXR written",
+    "frame_done": "frame, path, faces, seconds, confidence (per replaced face, Face1..N, in [0, 1]): one EXR "
+                  "written",
     "progress": "stage (analyse | render), done, total; render also fps, eta (seconds or null)",
     "done": "seconds, result (render: frames, output_dir, models; preview/analyse/echo: fields and layers)",
     "error": "message: one line naming the problem and what to do",

@@ -24,6 +24,8 @@ class Face:
     landmarks68: np.ndarray | None = None  # (68, 2) iBUG 300-W order, when a 68-point landmarker ran
     embeddings: dict[str, np.ndarray] = field(default_factory=dict)  # recognizer id -> L2-normalised vector
     track_id: int = -1
+    mesh468: np.ndarray | None = None  # (468, 3) MediaPipe mesh points (frame pixels), when the mesh measured them
+    confidence: float = 1.0  # in [0, 1]: how sure the analysis is of this face on this frame (shot analysis)
 
     @property
     def size(self) -> float:

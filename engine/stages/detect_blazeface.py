@@ -209,3 +209,6 @@ class BlazeFaceDetector:
 
     def detect(self, frame_u8: np.ndarray) -> list[Face]:
         return [to_face(d) for d in self.detect_raw(frame_u8)]
+
+
+BACKEND = BlazeFaceDetector  # found by the registry: catalogue backend "blazeface"

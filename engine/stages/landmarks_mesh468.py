@@ -157,3 +157,6 @@ class Mesh468Landmarker:
 def to_68(points: np.ndarray) -> np.ndarray:
     """(68, 2) iBUG 300-W points from the (468, 2|3) mesh."""
     return np.asarray(points, np.float64)[LANDMARKS_68, :2].copy()
+
+
+BACKEND = Mesh468Landmarker  # found by the registry: catalogue backend "mesh468"

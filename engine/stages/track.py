@@ -1,4 +1,5 @@
-"""Tracks: faces linked across frames, gaps filled, geometry smoothed with a zero-lag centred filter.
+"""Tracks: faces linked across frames, gaps filled, geometry smoothed with a zero-lag centred filter (the 68
+points, the box and the 468 mesh points where every frame of the window has them).
 
 Linking by box overlap keeps identities from switching between frames; smoothing the landmarks (and so the
 crop transform and the mesh) removes detector jitter without the lag of a causal filter, since offline
@@ -61,7 +62,8 @@ def fill_gaps(track: Track) -> Track:
             if fa.landmarks68 is not None and fb.landmarks68 is not None:
                 lm = fa.landmarks68 * (1 - t) + fb.landmarks68 * t
             out[f] = Face(box=fa.box * (1 - t) + fb.box * t, score=min(fa.score, fb.score), landmarks68=lm,
-                          kps5=kps5_from_68(lm) if lm is not None else None, track_id=fa.track_id)
+                          kps5=kps5_from_68(lm) if lm is not None else None, track_id=fa.track_id,
+                          confidence=min(fa.confidence, fb.confidence))
     return out
 
 
@@ -83,7 +85,10 @@ def smooth(track: Track, radius: int) -> Track:
         if src.landmarks68 is not None and all(track[k].landmarks68 is not None for k in window):
             lm = sum(wk * track[k].landmarks68 for wk, k in zip(w, window, strict=True))
         box = sum(wk * track[k].box for wk, k in zip(w, window, strict=True))
+        mesh = src.mesh468
+        if mesh is not None and all(track[k].mesh468 is not None for k in window):
+            mesh = sum(wk * track[k].mesh468 for wk, k in zip(w, window, strict=True))
         out[f] = Face(box=box, score=src.score, landmarks68=lm if lm is not None else src.landmarks68,
                       kps5=kps5_from_68(lm) if lm is not None else src.kps5, embeddings=src.embeddings,
-                      track_id=src.track_id)
+                      track_id=src.track_id, mesh468=mesh, confidence=src.confidence)
     return out

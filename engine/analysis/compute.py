@@ -1,0 +1,165 @@
+"""The analysis pass over a whole plate: cuts, face tracks, identities and per-track statistics.
+
+Three passes over the frames, in order (movie decoders are sequential): shot cuts; tracks (the 468-point mesh
+following faces between key frames with the chosen detector re-anchoring them, ``engine.stages.face_follow``; a
+landmarker other than the mesh runs the detector and landmarker on every frame and links the faces per shot);
+then, on the final geometry, the track statistics table and identity embeddings of a few frames per track.
+Small plates keep their 8-bit frames in memory between passes; larger ones are read again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.analysis import models as am
+from engine.analysis import stats as track_stats
+from engine.analysis.record import ShotAnalysis, TrackRecord
+from engine.io import colour
+from engine.io.plates import Plate
+from engine.job import EventSink
+from engine.stages import face_follow, track
+from engine.stages.contracts import Face
+from engine.stages.shot_cuts import CutDetector
+
+KEEP_FRAMES_BYTES = 768 * 2**20  # 8-bit frames kept in memory between passes up to this size
+EMBED_SAMPLES = 5  # frames per track whose identity embedding is averaged (the most confident ones)
+
+
+@dataclass
+class AnalysisRun:
+    """What the analysis pass needs from its job: the plate, settings, events, and how backends are made."""
+
+    plate: Plate
+    settings: Any
+    emit: EventSink
+    check_cancel: Callable[[], None]
+    create: Callable[..., Any]  # create(stage, model_id, **options) -> backend (engine.stages.registry)
+    fail_frames: frozenset[int] = frozenset()  # test hook: detector and mesh see nothing on these frames
+
+
+class _Frames:
+    """Plate frames as 8-bit sRGB (what the models see), with progress and cancel checks per frame read."""
+
+    def __init__(self, run: AnalysisRun, passes: int) -> None:
+        self.run, self.frames = run, list(run.plate.frames)
+        self.total, self.done = passes * len(self.frames), 0
+        self.kept: dict[int, np.ndarray] = {}
+        self.keep = True
+
+    def tick(self) -> None:
+        self.run.check_cancel()
+        self.done += 1
+        self.run.emit({"type": "progress", "stage": "analyse", "done": self.done, "total": self.total})
+
+    def read_lin(self, f: int) -> tuple[np.ndarray, str]:
+        rgba, gamut = self.run.plate.read(f)
+        return np.ascontiguousarray(rgba[..., :3]), gamut
+
+    def u8(self, f: int) -> np.ndarray:
+        self.tick()
+        if f in self.kept:
+            return self.kept[f]
+        lin, gamut = self.read_lin(f)
+        u8 = colour.to_u8(colour.linear_to_model(lin, gamut))
+        if self.keep:
+            self.kept[f] = u8
+            if sum(a.nbytes for a in self.kept.values()) > KEEP_FRAMES_BYTES:
+                self.keep = False
+                self.kept.clear()
+        return u8
+
+
+def analyse_plate(run: AnalysisRun) -> ShotAnalysis:
+    s = run.settings
+    fm = am.face_models(s)
+    t0 = time.perf_counter()
+    frames = _Frames(run, 3)
+    cuts = CutDetector()
+    for f in frames.frames:
+        cuts.add(frames.u8(f))
+    starts = sorted({frames.frames[0], *(frames.frames[i] for i in cuts.cuts())})
+    detector = run.create("detect", fm.detector, **am.detector_options(s))
+    landmarker = run.create("landmarks", fm.landmarker)
+    if fm.follows:
+        shot = face_follow.follow(frames.frames, frames.u8, detector, landmarker,
+                                  am.follow_options(s, len(frames.frames), run.fail_frames), cuts=starts[1:])
+        tracks = [_from_follower(t, shot) for t in shot.tracks]
+    else:
+        tracks = _per_frame_tracks(frames, starts, detector, landmarker, run.fail_frames)
+    recognizer = run.create("recognize", fm.recognizer)
+    _measure(frames, tracks, recognizer)
+    info = {"models": {"detector": fm.detector, "landmarker": fm.landmarker, "recognizer": fm.recognizer},
+            "settings": am.analysis_settings(s), "seconds": round(time.perf_counter() - t0, 3)}
+    return ShotAnalysis(frames.frames, starts, tracks, fm.recognizer, info).round_trip()
+
+
+def _from_follower(t: face_follow.FaceTrack, shot: face_follow.ShotFaces) -> TrackRecord:
+    mesh = np.full((len(t.samples), 468, 3), np.nan)
+    for i, sm in enumerate(t.samples):
+        if sm.points468 is not None:
+            mesh[i] = sm.points468
+    return TrackRecord(t.track_id, t.first, np.stack([sm.box for sm in t.samples]),
+                       np.stack([sm.landmarks68 for sm in t.samples]), mesh,
+                       np.array([sm.confidence for sm in t.samples]), [sm.source.value for sm in t.samples])
+
+
+def _per_frame_tracks(frames: _Frames, starts: list[int], detector: Any, landmarker: Any,
+                      fail: frozenset[int]) -> list[TrackRecord]:
+    """Detector and landmarker on every frame, linked into tracks per shot, short misses interpolated."""
+    bounds = starts + [frames.frames[-1] + 1]
+    out: list[TrackRecord] = []
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        per_frame: dict[int, list[Face]] = {}
+        for f in range(a, b):
+            u8 = frames.u8(f)
+            faces = [] if f in fail else detector.detect(u8)
+            if faces:
+                landmarker.landmarks(u8, faces)
+            per_frame[f] = [face for face in faces if face.landmarks68 is not None]
+        for t in track.link(per_frame):
+            filled = track.fill_gaps(t)
+            keys = sorted(filled)
+            conf = []
+            for k in keys:
+                c = float(np.clip(filled[k].score, 0.0, 1.0))
+                conf.append(c if k in t else 0.5 * c)
+            out.append(TrackRecord(len(out), keys[0], np.stack([filled[k].box for k in keys]),
+                                   np.stack([filled[k].landmarks68 for k in keys]), None, np.array(conf),
+                                   ["detected" if k in t else "interpolated" for k in keys]))
+    return out
+
+
+def _measure(frames: _Frames, tracks: list[TrackRecord], recognizer: Any) -> None:
+    """The statistics table on every tracked face, and the identity of each track from its best frames."""
+    embed_at: dict[int, list[int]] = {}
+    for k, t in enumerate(tracks):
+        ok = [i for i, src in enumerate(t.source) if src in ("detected", "tracked")] or list(range(len(t.source)))
+        best = sorted(ok, key=lambda i: (-t.confidence[i], i))[:EMBED_SAMPLES]
+        for i in best:
+            embed_at.setdefault(t.first + i, []).append(k)
+    values: list[dict[str, dict[int, Any]]] = [{name: {} for name in track_stats.TRACK_STATISTICS} for _ in tracks]
+    vectors: list[list[np.ndarray]] = [[] for _ in tracks]
+    for f in frames.frames:
+        here = [k for k, t in enumerate(tracks) if f in t]
+        frames.tick()
+        if not here:
+            continue
+        lin, gamut = frames.read_lin(f)
+        for k in here:
+            face = tracks[k].face(f)
+            for name, v in track_stats.measure_all(track_stats.TrackFrame(f, lin, gamut, face)).items():
+                values[k][name][f] = v
+        if f in embed_at:
+            u8 = colour.to_u8(colour.linear_to_model(lin, gamut))
+            faces = [tracks[k].face(f) for k in embed_at[f]]
+            recognizer.embed(u8, faces)
+            for k, face in zip(embed_at[f], faces, strict=True):
+                vectors[k].append(face.embeddings[recognizer.id])
+    for k, t in enumerate(tracks):
+        t.stats = track_stats.pooled(values[k])
+        t.embedding = np.mean(vectors[k], axis=0) if vectors[k] else None

@@ -1,0 +1,84 @@
+"""Per-track statistics computed during the analysis pass, which later stages pool over a track's frames.
+
+``TRACK_STATISTICS`` is the table: name -> ``TrackStatistic(measure, pool)``. ``measure`` takes one face on one
+frame (``TrackFrame``: the plate's linear pixels, its gamut, the face with its 68 and 468 points) and returns a
+JSON-able value (or None); ``pool`` (optional) turns the track's per-frame values into one JSON-able value. The
+analysis stores ``{"frames": {frame: value}, "pooled": value}`` per track under the name, so every job reads the
+same numbers whatever frame range it renders. Adding a statistic is one entry in the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.io import colour
+from engine.stages import colour_match, geometry68, masks
+from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, transform_points, warp_crop
+from engine.stages.contracts import Face
+
+STATS_CROP = 160  # px: the crop statistics are measured in (FFHQ template; independent of the swapper)
+
+
+@dataclass
+class TrackFrame:
+    """One tracked face on one frame, with its crop made once for every statistic."""
+
+    frame: int
+    plate_lin: np.ndarray  # (H, W, 3) scene-linear, the plate's gamut
+    gamut: str
+    face: Face
+    _crop: dict[str, Any] = field(default_factory=dict)
+
+    def crop709(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the face's ``STATS_CROP`` crop in linear Rec.709, its 68 points in crop pixels)."""
+        if "c" not in self._crop:
+            m = crop_matrix(self.face.kps5, FFHQ_TEMPLATE, STATS_CROP)
+            self._crop["c"] = (colour.to_rec709(warp_crop(self.plate_lin, m, STATS_CROP), self.gamut),
+                               transform_points(m, self.face.landmarks68))
+        return self._crop["c"]
+
+
+@dataclass(frozen=True)
+class TrackStatistic:
+    measure: Callable[[TrackFrame], Any]
+    pool: Callable[[dict[int, Any]], Any] | None = None
+
+
+def skin_colour(tf: TrackFrame) -> dict[str, list[float]] | None:
+    """The plate face's skin statistics (what the colour match aims for); None when too little skin shows."""
+    crop, lm = tf.crop709()
+    st = colour_match.skin_stats(crop, masks.skin_matte(geometry68.with_forehead(lm), lm, STATS_CROP))
+    if st is None:
+        return None
+    return {"mean_log": st.mean_log.tolist(), "lab_mean": st.lab_mean.tolist(), "lab_std": st.lab_std.tolist()}
+
+
+def skin_stats_of(value: dict[str, list[float]] | None) -> colour_match.SkinStats | None:
+    """The stored ``skin_colour`` value back as the colour step's SkinStats."""
+    if value is None:
+        return None
+    return colour_match.SkinStats(np.array(value["mean_log"]), np.array(value["lab_mean"]),
+                                  np.array(value["lab_std"]))
+
+
+TRACK_STATISTICS: dict[str, TrackStatistic] = {
+    "skin_colour": TrackStatistic(skin_colour),
+}
+
+
+def measure_all(tf: TrackFrame) -> dict[str, Any]:
+    return {name: stat.measure(tf) for name, stat in TRACK_STATISTICS.items()}
+
+
+def pooled(per_frame: dict[str, dict[int, Any]]) -> dict[str, Any]:
+    """The stored form: per statistic its per-frame values (JSON keys are strings) and its pooled value."""
+    out = {}
+    for name, values in per_frame.items():
+        pool = TRACK_STATISTICS[name].pool
+        out[name] = {"frames": {str(f): v for f, v in sorted(values.items())},
+                     "pooled": pool(values) if pool is not None else None}
+    return out

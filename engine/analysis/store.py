@@ -1,0 +1,75 @@
+"""Where shot analyses are kept between jobs: one file per plate and analysis settings, replaced atomically.
+
+Keyed by the plate's media identity (paths, sizes, modification times; the pixels' hash for pixels handed over),
+its colour space and frame range, the analysis settings (each only where it has an effect) and the engine
+version. Stored per user in ``$FACE_FUSION_CACHE_DIR`` (default ``~/.cache/face-fusion-blender``); ``off``
+disables storing (each job then analyses the whole plate once itself).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from engine import __version__
+from engine.analysis.record import FORMAT, ShotAnalysis
+
+ENV_CACHE_DIR = "FACE_FUSION_CACHE_DIR"
+
+
+def cache_root() -> Path | None:
+    value = os.environ.get(ENV_CACHE_DIR, "")
+    if value.strip().lower() == "off":
+        return None
+    if value:
+        return Path(value).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "face-fusion-blender"
+
+
+def analysis_key(plate_identity: Any, colorspace: str, frames: list[int], settings: dict[str, Any],
+                 extra: dict[str, Any] | None = None) -> str:
+    ident = {"plate": plate_identity, "colorspace": colorspace, "frames": [frames[0], frames[-1]],
+             "settings": settings, "engine": __version__, "format": FORMAT, **(extra or {})}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def path_for(key: str) -> Path | None:
+    root = cache_root()
+    return None if root is None else root / "analysis" / f"{key}.npz"
+
+
+def load(key: str) -> ShotAnalysis | None:
+    """The stored analysis, or None (cache off, never analysed, or a damaged / older file)."""
+    path = path_for(key)
+    if path is None:
+        return None
+    try:
+        return ShotAnalysis.from_bytes(path.read_bytes())
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save(key: str, analysis: ShotAnalysis) -> str | None:
+    """Write to a temporary file in the same folder, then rename over the old one (readers see one or the
+    other, never half a file). Never fails a job: returns a warning instead."""
+    path = path_for(key)
+    if path is None:
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".analysis.", suffix=".npz", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(analysis.to_bytes())
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as exc:
+        return f"could not store the shot analysis in {path.parent} ({exc}); the next job analyses again"
+    return None
