@@ -151,6 +151,17 @@ def test_a_cut_between_two_clips_splits_every_track(frames, models):
     assert not set(a) & set(b)
 
 
+def test_a_shot_gives_the_same_faces_whatever_came_before_it(frames, models):
+    # frames 10-39 with a cut at 22 against the shot 22-39 alone: key frames are absolute, tracks restart at a cut
+    with_before = ff.follow(range(10, 40), frames.__getitem__, *models, cuts=[22])
+    alone = ff.follow(range(22, 40), frames.__getitem__, *models, cuts=[])
+    for f in range(22, 40):
+        a = sorted((s.box.tolist(), s.landmarks68.tolist(), s.confidence, s.source) for _, s in with_before.at(f))
+        b = sorted((s.box.tolist(), s.landmarks68.tolist(), s.confidence, s.source) for _, s in alone.at(f))
+        assert a == b, f"frame {f} differs"
+    assert alone.at(30)
+
+
 def test_bad_input_says_what_is_wrong(frames, models):
     with pytest.raises(ValueError, match="consecutive frame numbers"):
         ff.follow([0, 2, 3], frames.__getitem__, *models, cuts=[])

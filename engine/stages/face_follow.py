@@ -1,18 +1,22 @@
 """Face tracks over one plate: detection on key frames, the mesh following each face between them, short losses
-bridged, so a visible face is never dropped for a few frames.
+bridged, so a visible face is never dropped for a few frames. The records are in ``engine.stages.face_tracks``.
 
 Per shot, frame by frame in order:
-- every live track is followed by the mesh from its last measured 468 points (MediaPipe's own video mode: the
-  region of interest comes from the previous landmarks, not from a detection);
+- every track seen on the previous frame is followed by the mesh from its 468 points (MediaPipe's own video mode:
+  the region comes from the previous landmarks), moved on by the face's last step, since the mesh regresses a face
+  centred in its region and lags a fast one;
 - key frames (absolute frame numbers ``f % key_interval == 0``, plus every shot start, so a chunked render sees the
-  same key frames) run the detector; detections are associated to tracks by IoU. A followed mesh that disagrees
-  with its detection (drift) is re-fitted from the detection; detections no track claims start new tracks;
-- off key frames, a track whose mesh score fell under the threshold is re-anchored by the detector run on a crop
-  around its last box (one detector pass on a small region, not the whole frame);
+  same key frames) run the detector; detections go to tracks by IoU (sizes must agree: in a crowd a neighbour's
+  face overlaps), and for a track lost a few frames ago by centre distance. A followed mesh that disagrees with
+  its detection (drift) is re-fitted from the detection; detections no track claims start new tracks, which are
+  followed back to the last key frame (a face that came into view in between is not missing there);
+- off key frames, a track the mesh lost, or follows with a low score, is checked by the detector run on a crop
+  around it (one detector pass on a small region, not the whole frame);
 - a track with no measurement for at most ``bridge.max_gap`` frames is bridged when it is measured again (optical
   flow forward and backward, ``engine.stages.track_bridge``); a longer loss ends it. No track crosses a cut.
 False positives (coats of arms, backs of heads) get detections but not the mesh's face flag: a track needs
-``min_face_frames`` frames the mesh scored as a face, else it is dropped.
+``min_face_frames`` frames the mesh scored as a face; a small face, whose flag is low even when it is one, needs
+consistent detector and mesh scores over its frames (``_is_face``).
 
 Results depend only on the shot's frames: analyse whole shots (the shot analysis runs over the whole plate).
 """
@@ -21,27 +25,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 import numpy as np
 
 from engine.stages.contracts import Face, kps5_from_68
 from engine.stages.detect_blazeface import iou_matrix
+from engine.stages.face_tracks import FaceSample, FaceTrack, ShotFaces, Source, box_size, mesh_box
 from engine.stages.landmarks_mesh468 import MeshResult, to_68
 from engine.stages.shot_cuts import detect_cuts
 from engine.stages.track_bridge import BridgeSettings, bridge_gap
 
-# Box side from the mesh: the hand-annotated face boxes of the walkers clip are 1.056x the geometric mean of the
-# 468 points' extent (median over 57 faces, spread 0.09), centred on that extent.
-MESH_BOX_SCALE = 1.056
 MAX_SIZE_RATIO = 1.5  # a detection more than this much larger or smaller than a track's box is another face
-
-
-class Source(Enum):
-    DETECTED = "detected"  # a detection on this frame confirmed the face (key frame or re-anchoring)
-    TRACKED = "tracked"  # the mesh followed the face from the previous frame's landmarks
-    BRIDGED = "bridged"  # neither ran successfully: landmarks carried in from both sides of the gap
 
 
 @dataclass(frozen=True)
@@ -66,55 +61,6 @@ class FollowOptions:
 
 
 @dataclass
-class FaceSample:
-    """One face on one frame."""
-
-    frame: int
-    box: np.ndarray  # (4,) x0, y0, x1, y1
-    kps5: np.ndarray  # (5, 2)
-    landmarks68: np.ndarray  # (68, 2) iBUG 300-W
-    points468: np.ndarray | None  # (468, 3) when the mesh ran on this frame
-    confidence: float  # in [0, 1]
-    source: Source
-
-    def to_face(self, track_id: int) -> Face:
-        return Face(box=self.box.copy(), score=self.confidence, kps5=self.kps5.copy(),
-                    landmarks68=self.landmarks68.copy(), track_id=track_id)
-
-
-@dataclass
-class FaceTrack:
-    track_id: int
-    samples: list[FaceSample]  # ascending frames, one per frame from the first to the last
-
-    @property
-    def first(self) -> int:
-        return self.samples[0].frame
-
-    @property
-    def last(self) -> int:
-        return self.samples[-1].frame
-
-    def at(self, frame: int) -> FaceSample | None:
-        i = frame - self.first
-        return self.samples[i] if 0 <= i < len(self.samples) else None
-
-
-@dataclass
-class ShotFaces:
-    frames: list[int]
-    shot_starts: list[int]  # absolute frame numbers that start a shot (the first frame included)
-    tracks: list[FaceTrack]
-
-    def at(self, frame: int) -> list[tuple[int, FaceSample]]:
-        """(track id, sample) of every face on a frame."""
-        return [(t.track_id, s) for t in self.tracks if (s := t.at(frame)) is not None]
-
-    def faces(self, frame: int) -> list[Face]:
-        return [s.to_face(tid) for tid, s in self.at(frame)]
-
-
-@dataclass
 class _Live:
     track_id: int
     measured: dict[int, FaceSample]
@@ -132,23 +78,11 @@ def key_frames(frames: Sequence[int], shot_starts: Sequence[int], interval: int)
     return [f for f in frames if f % interval == 0 or f in starts]
 
 
-def mesh_box(points: np.ndarray) -> np.ndarray:
-    p = np.asarray(points)[:, :2]
-    lo, hi = p.min(0), p.max(0)
-    half = MESH_BOX_SCALE * float(np.sqrt(np.prod(np.maximum(hi - lo, 1.0)))) / 2
-    c = (lo + hi) / 2
-    return np.array([c[0] - half, c[1] - half, c[0] + half, c[1] + half])
-
-
 def _sample(frame: int, res: MeshResult, source: Source, confidence: float, box: np.ndarray | None = None
             ) -> FaceSample:
     lm68 = to_68(res.points)
     return FaceSample(frame, mesh_box(res.points) if box is None else np.asarray(box, np.float64),
                       kps5_from_68(lm68), lm68, res.points, float(np.clip(confidence, 0.0, 1.0)), source)
-
-
-def _box_size(box: np.ndarray) -> float:
-    return float(np.sqrt(max(box[2] - box[0], 1.0) * max(box[3] - box[1], 1.0)))
 
 
 class _ShotFollower:
@@ -164,7 +98,7 @@ class _ShotFollower:
     def _detect_near(self, im: np.ndarray, box: np.ndarray) -> list[Face]:
         """Detections in a square crop around a face box, in frame pixels."""
         h, w = im.shape[:2]
-        half = self.opt.search_scale * _box_size(box) / 2
+        half = self.opt.search_scale * box_size(box) / 2
         cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
         x0, y0 = int(max(0, cx - half)), int(max(0, cy - half))
         x1, y1 = int(min(w, cx + half)), int(min(h, cy + half))
@@ -278,7 +212,7 @@ class _ShotFollower:
         boxes = np.stack([d.box for d in dets])
         iou = np.maximum(iou_matrix(np.stack(claim), boxes), iou_matrix(np.stack(moved), boxes))
         # in a crowd a neighbour's face overlaps this one's box: the sizes must agree too
-        ratio = np.array([[_box_size(d.box) / _box_size(c) for d in dets] for c in claim])
+        ratio = np.array([[box_size(d.box) / box_size(c) for d in dets] for c in claim])
         iou[(ratio < 1 / MAX_SIZE_RATIO) | (ratio > MAX_SIZE_RATIO)] = 0.0
         pairs = sorted(np.argwhere(iou >= self.opt.match_iou).tolist(), key=lambda p: -iou[p[0], p[1]])
         near: list[tuple[float, int, int]] = []
@@ -286,7 +220,7 @@ class _ShotFollower:
             gap = f - t.last
             if gap < 2:
                 continue
-            size = _box_size(claim[ti])
+            size = box_size(claim[ti])
             reach = size * min(self.opt.max_speed * gap, 1.5)
             for di, d in enumerate(dets):
                 dist = float(np.linalg.norm(d.centre - (claim[ti][:2] + claim[ti][2:]) / 2))
@@ -382,7 +316,7 @@ class _ShotFollower:
             return False
         if t.face_frames >= opt.min_face_frames:
             return True
-        size = float(np.median([_box_size(s.box) for s in t.measured.values()]))
+        size = float(np.median([box_size(s.box) for s in t.measured.values()]))
         return (size < opt.small_face and len(t.det_scores) >= opt.min_face_frames
                 and float(np.median(t.det_scores)) >= opt.detection_score
                 and float(np.median(t.mesh_scores)) >= opt.small_mesh_score)
