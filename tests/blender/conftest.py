@@ -71,6 +71,35 @@ def read_images(paths: list[str], tmp: str) -> list[dict]:
     return result
 
 
+def exr_attributes(folder: str, frames: list[int]) -> dict[int, dict[str, str]]:
+    """{frame: the string attributes of the engine's EXR of that frame in ``folder``}, read by OpenImageIO."""
+    paths = [os.path.join(folder, f"facefusion.{f:04d}.exr") for f in frames]
+    read = json.loads(engine_run(os.path.join(HERE, "read_attributes.py"), *paths))
+    return {f: read[p] for f, p in zip(frames, paths, strict=True)}
+
+
+class DrawnLayout:
+    """Records what a panel draws (Blender's UILayout exists only inside a window's draw call): labels, props and
+    operators (whose returned properties the panel fills in); every other layout call is a no-op."""
+
+    def __init__(self, drawn: list) -> None:
+        self.drawn = drawn
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: self  # row, column, box, grid_flow, template_* ...
+
+    def label(self, text: str = "", icon: str = "NONE") -> None:
+        self.drawn.append(("label", text))
+
+    def prop(self, data, name: str, **_) -> None:
+        self.drawn.append(("prop", name))
+
+    def operator(self, idname: str, text: str = "", icon: str = "NONE"):
+        op = type("Op", (), {})()
+        self.drawn.append(("operator", idname, text, op))
+        return op
+
+
 @pytest.fixture(scope="session")
 def ext_zip(tmp_path_factory: pytest.TempPathFactory) -> str:
     sys.path.insert(0, os.path.join(ROOT, "packaging"))

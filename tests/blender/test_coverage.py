@@ -10,7 +10,7 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import HERE, add_plate, engine_run
+from conftest import DrawnLayout, add_plate, exr_attributes
 
 bpy = pytest.importorskip("bpy")
 
@@ -47,35 +47,6 @@ def _bake(strip):
         assert bpy.ops.facefusion.bake(strip_name=strip.name) == {"FINISHED"}
 
 
-class _Layout:
-    """Records what a panel draws (Blender's UILayout exists only inside a window's draw call)."""
-
-    def __init__(self, drawn: list) -> None:
-        self.drawn = drawn
-
-    def row(self, **_):
-        return self
-
-    column = box = grid_flow = row
-
-    def label(self, text="", icon="NONE"):
-        self.drawn.append(("label", text))
-
-    def prop(self, data, name, **_):
-        self.drawn.append(("prop", name))
-
-    def operator(self, idname, text="", icon="NONE"):
-        op = type("Op", (), {})()
-        self.drawn.append(("operator", idname, text, op))
-        return op
-
-
-def _exr_attributes(folder: str, frames: list[int]) -> dict[int, dict]:
-    paths = [os.path.join(folder, f"facefusion.{f:04d}.exr") for f in frames]
-    read = json.loads(engine_run(os.path.join(HERE, "read_attributes.py"), *paths))
-    return {f: read[p] for f, p in zip(frames, paths, strict=True)}
-
-
 def test_bake_records_faces_per_frame_and_the_panel_lists_the_frame_without_a_face(addon, scene, media, cache_dir,
                                                                                    tmp_path):
     shot = _blank_plate(media, str(tmp_path / "plate"))
@@ -93,7 +64,7 @@ def test_bake_records_faces_per_frame_and_the_panel_lists_the_frame_without_a_fa
 
     # The record is what the frames' EXRs say (read by OpenImageIO), and the add-on's header reader agrees.
     folder = bpy.path.abspath(ff.cache_dir)
-    for f, a in _exr_attributes(folder, [1, 2, 3, 4, 5]).items():
+    for f, a in exr_attributes(folder, [1, 2, 3, 4, 5]).items():
         confidence = json.loads(a["facefusion:confidence"])
         assert int(a["facefusion:faces"]) == len(confidence) == faces[f]
         assert lowest[f] == (pytest.approx(min(confidence), abs=1e-4) if confidence else None)
@@ -104,7 +75,7 @@ def test_bake_records_faces_per_frame_and_the_panel_lists_the_frame_without_a_fa
     # threshold as buttons that jump there.
     drawn: list = []
     target = addon.lookup.target_of(strip)
-    addon.panels.draw_coverage(_Layout(drawn), target)
+    addon.panels.draw_coverage(DrawnLayout(drawn), target)
     labels = [d[1] for d in drawn if d[0] == "label"]
     assert "Faces on 4/5 frames; 1 without a face; 1 below 0.50" in labels, labels
     jumps = [(d[2], d[3].frame, d[3].strip_name) for d in drawn if d[:2] == ("operator", "facefusion.jump_to_frame")]
@@ -145,7 +116,7 @@ def test_frames_baked_earlier_are_read_from_their_files(addon, scene, media, cac
     baked = addon.coverage.parse(ff.coverage)
     ff.coverage = ""  # as a .blend from before coverage, or frames rendered on a farm
     drawn: list = []
-    addon.panels.draw_coverage(_Layout(drawn), addon.lookup.target_of(strip))
+    addon.panels.draw_coverage(DrawnLayout(drawn), addon.lookup.target_of(strip))
     assert ("label", "Not measured for these settings: bake, or read the baked frames") in drawn
     assert any(d[0] == "operator" and d[1] == "facefusion.read_coverage" for d in drawn)
     with bpy.context.temp_override(scene=scene):
