@@ -70,20 +70,13 @@ def test_key_frames_are_absolute_frame_numbers_plus_shot_starts():
     assert ff.key_frames(range(0, 30), [0, 20], 6) == [0, 6, 12, 18, 20, 24]
 
 
-def test_hand_annotated_faces_are_found_no_worse_than_measured(whole):
-    # measured: 58/59 faces (0.983), 0.3 false positives per frame; raw tiled BlazeFace at 0.5 gets 0.81 / 0.2
+def test_hand_annotated_faces_are_found_with_few_false_positives(whole):
+    # issue 9 target: recall >= 0.95 at IoU >= 0.3, at most 0.2 false positives per frame (raw tiled BlazeFace at
+    # score 0.5 alone: 0.81 / 0.2; dlib HOG: 0.58 / 0.0)
     recall, fp = score_against_annotations(whole)
     print(f"recall {recall:.3f}, false positives per frame {fp:.2f}")
     assert recall >= 0.95, f"recall {recall:.3f}"
-    assert fp <= 0.3, f"{fp:.2f} false positives per frame"
-
-
-@pytest.mark.xfail(strict=True, reason="issue 9 target: recall met (0.983), false positives 0.3 per frame, not 0.2. "
-                   "All three are one woman on the phone (about 1370, 710) that the annotations leave out on frames "
-                   "25, 35 and 85 while annotating her on 5, 15, 45; her face is visible there (three-quarter)")
-def test_hand_annotated_faces_reach_the_issue_target(whole):
-    recall, fp = score_against_annotations(whole)
-    assert recall >= 0.95 and fp <= 0.2, f"recall {recall:.3f}, {fp:.2f} false positives per frame"
+    assert fp <= 0.2, f"{fp:.2f} false positives per frame"
 
 
 def test_every_face_on_every_frame_carries_points_box_confidence_and_source(whole):
