@@ -40,12 +40,16 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
     sub = row.column(align=True)
     _owner_args(sub.operator("facefusion.source_add", text="", icon="ADD"), target)
     _owner_args(sub.operator("facefusion.source_remove", text="", icon="REMOVE"), target)
-    # schema groups
-    for group, label, settings in grouped_settings():
+    # schema groups; a setting without effect under the others (Setting.has_effect) is shown inactive
+    groups = grouped_settings()
+    values = {s.name: getattr(ff, s.name) for _, _, settings in groups for s in settings}
+    for group, label, settings in groups:
         box = col.box()
         box.label(text=label)
         for s in settings:
-            box.prop(ff, s.name)
+            row = box.row()
+            row.active = s.has_effect(values)
+            row.prop(ff, s.name)
         if group == "faces":
             _owner_args(box.operator("facefusion.find_faces", icon="VIEWZOOM"), target)
             if len(ff.faces):

@@ -26,7 +26,9 @@ def settings_dict(group: Any) -> dict[str, Any]:
     values = {}
     for s in schema():
         value = getattr(group, s.name)
-        values[s.name] = float(value) if s.kind == "float" else value
+        # Blender's float properties are 32-bit: 0.02 reads back as 0.0199999996, under a 0.02 minimum. The shortest
+        # decimal that float32 holds (7 significant digits) is the value the artist typed.
+        values[s.name] = float(f"{value:.7g}") if s.kind == "float" else value
     return settings_module().normalise(values)
 
 

@@ -31,6 +31,15 @@ def test_every_schema_setting_is_a_property_and_a_panel_row(addon, scene, media,
     for name, setting in schema.items():
         expected = pytest.approx(setting.default, rel=1e-6) if setting.kind == "float" else setting.default
         assert getattr(strip.face_fusion, name) == expected, name  # (Blender's float properties are 32-bit)
+    engine_settings = addon.engine_link.settings_module()
+    # What the add-on sends is exactly the engine's defaults (no float32 residue: 0.6, not 0.6000000238).
+    assert addon.schema.settings_dict(strip.face_fusion) == engine_settings.normalise(engine_settings.defaults())
+    defaults = engine_settings.defaults()
+    for s in schema.values():  # and a float at its minimum is accepted by the engine (0.02 is no 0.0199999996)
+        if s.kind == "float" and s.min is not None and s.has_effect(defaults):
+            setattr(strip.face_fusion, s.name, s.min)
+            assert addon.schema.settings_dict(strip.face_fusion)[s.name] == s.min
+            setattr(strip.face_fusion, s.name, s.default)
     drawn: list = []
     addon.panels.draw_settings(DrawnLayout(drawn), SimpleNamespace(window_manager=bpy.context.window_manager), strip)
     rows = {d[1] for d in drawn if d[0] == "prop"}

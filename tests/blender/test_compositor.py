@@ -45,7 +45,7 @@ def test_node_group_structure(addon, scene, media, cache_dir):
     face_image = ff.node_tree.nodes[addon.node_target.FACE_NODE].image
     assert ff.face_fusion.cache_key and ff.face_fusion.cache_key in face_image.filepath
     old = ff.face_fusion.cache_key
-    ff.face_fusion.colour_strength = 0.5
+    ff.face_fusion.matte_feather = 0.1
     assert ff.face_fusion.cache_key != old
     copy = tree.nodes.new(addon.node_target.NODE_IDNAME)
     assert copy.node_tree != ff.node_tree  # each node has its own group (its own frames)

@@ -41,7 +41,7 @@ _ENABLE = {  # setting -> what makes it apply (settings without effect are not h
     "reference_frame": {"face_selector": "reference"}, "reference_face": {"face_selector": "reference"},
     "reference_distance": {"face_selector": "reference"}, "face_index": {"face_selector": "index"},
     "sr_denoise": {"super_resolution": True}, "colour_strength": {"colour_match": "gain_reinhard"},
-    "enhancer_blend": {"face_enhancer": "gfpgan_1.4"},
+    "enhancer_blend": {"face_enhancer": "gfpgan_1.4"}, "detector_upsample": {"detector": "dlib_hog"},
 }
 
 
