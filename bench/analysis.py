@@ -92,7 +92,8 @@ def run_dlib(clip: str, size: tuple[int, int], n: int, det: DlibDetector, lm: Dl
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--clip", default="/work/shared/data/walkers_1080p.mp4")
+    ap.add_argument("--clip", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared",
+                                                   "data", "walkers_1080p.mp4"))
     ap.add_argument("--frames", type=int, default=105)
     ap.add_argument("--detector-score", type=float, default=0.5)
     ap.add_argument("--tile", type=int, default=480, help="BlazeFace tile size (the catalogue's default is 640)")
