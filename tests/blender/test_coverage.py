@@ -137,3 +137,14 @@ def test_exr_header_reader_refuses_what_is_not_a_whole_exr(addon, tmp_path):
     with pytest.raises(addon.exr_header.ExrHeaderError, match="cut short"):
         addon.exr_header.read_string_attributes(str(cut))
     assert addon.coverage.from_file(str(cut)) is None  # a frame still being written counts as not measured
+
+
+def test_a_damaged_record_reads_as_not_measured_and_ranges_join_consecutive_frames(addon):
+    cov = addon.coverage
+    assert cov.parse("{not json") == cov.Coverage() and cov.parse('{"frames": [[1, "x", null]]}') == cov.Coverage()
+    assert cov.ranges([7, 1, 2, 3, 9, 8, 12]) == [(1, 3), (7, 9), (12, 12)]
+    record = cov.Coverage("k", {1: (1, 0.9), 2: (0, None), 3: (2, 0.3), 4: (1, None)})
+    assert cov.parse(record.to_json()) == record
+    summary = cov.summarise(record, {10: 1, 11: 2, 12: 3, 13: 4, 14: 5}, 0.5)
+    assert (summary.no_face, summary.low, summary.shown, summary.unknown) == ([(11, 11)], [(12, 12)], 4, 1)
+    assert summary.line(0.5) == "Faces on 3/4 frames; 1 without a face; 1 below 0.50; 1 not measured"
