@@ -78,10 +78,10 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
     _owner_args(row.operator("facefusion.bake", icon="RENDER_ANIMATION"), target)
     if ff.preview_image is not None:
         box.template_ID_preview(ff, "preview_image", hide_buttons=True)
-    draw_coverage(col.box(), target)
+    draw_coverage(col.box(), target, runtime.running)
 
 
-def draw_coverage(box: Any, target: Target) -> None:
+def draw_coverage(box: Any, target: Target, baking: bool = False) -> None:
     """Faces replaced per frame, as the bake recorded them: a summary line, then the frames with no face and those
     whose least confident face is below the threshold, as ranges of scene frames to jump to."""
     ff = target.settings
@@ -111,7 +111,7 @@ def draw_coverage(box: Any, target: Target) -> None:
             _owner_args(op, target)
         if len(found) > coverage.MAX_RANGES:
             grid.label(text=f"+{len(found) - coverage.MAX_RANGES} more")
-    if summary.unknown:
+    if summary.unknown and not baking:  # (while baking, the frames still to come are the unknown ones)
         _owner_args(box.operator("facefusion.read_coverage", icon="FILE_REFRESH"), target)
 
 
