@@ -1,15 +1,18 @@
-"""Colour and composite steps: each face is matched to its track's skin statistics averaged over +-radius
-frames (zero-lag smoothing), then pasted and composited. Render and preview share this window, so a preview
-is the frame the bake writes."""
+"""Colour, light and composite steps. Each face takes its track's plate statistics averaged over +-radius frames
+(zero-lag smoothing): the optional global colour match, then the lighting step (the plate's light and colour,
+level and colour pooled), detail match (the plate's sharpness and grain, pooled), the target's kept eyes and
+mouth, and the seamless blend at the matte's edge; then it is pasted and composited. The same chain runs for
+every swapper. Render and preview share this window, so a preview is the frame the bake writes."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from engine import track_models
 from engine.face_steps import crop_geometry
 from engine.io import colour
-from engine.records import JobContext, PendingFrame
-from engine.stages import colour_match, geometry68, masks
+from engine.records import JobContext, PendingFrame, SwappedFace
+from engine.stages import blend, colour_match, detail_match, lighting
 from engine.stages.align import transform_points, warp_crop
 from engine.stages.composite import FrameLayers, composite, empty_layers, paste_face, paste_matte
 from engine.stages.contracts import Face
@@ -26,11 +29,14 @@ class ColourWindow:
         self.fixed_stats = stats is not None
         if stats is not None:
             self.stats = dict(stats)
+        self.measures: dict[tuple[int, int], track_models.PlateMeasures] = {}  # (track, frame) -> tone, detail
 
     def add(self, p: PendingFrame) -> None:
         for fc in p.faces:
             if fc.stats is not None and not self.fixed_stats:
                 self.stats[(fc.track, p.frame)] = fc.stats
+            if fc.measures is not None:
+                self.measures[(fc.track, p.frame)] = fc.measures
 
     def add_neighbours(self, rendered: list[int]) -> None:
         """Statistics of the frames around ``rendered`` that this job does not render: the colour match of a
@@ -43,8 +49,9 @@ class ColourWindow:
             self._add_plate_frame(g)
 
     def _add_plate_frame(self, f: int) -> None:
-        if self.ctx.settings.colour_match == "none" or self.fixed_stats or not self.selected.get(f):
+        if not self.selected.get(f):
             return
+        s = self.ctx.settings
         rgba, gamut = self.ctx.plate.read(f)
         plate_rgb = np.ascontiguousarray(rgba[..., :3])
         for face in self.selected[f]:
@@ -52,8 +59,12 @@ class ColourWindow:
                 continue
             size, m = crop_geometry(self.ctx, face)
             lm = transform_points(m, face.landmarks68)
-            skin = masks.skin_matte(geometry68.with_forehead(lm), lm, size)
-            st = colour_match.skin_stats(colour.to_rec709(warp_crop(plate_rgb, m, size), gamut), skin)
+            target709 = colour.to_rec709(warp_crop(plate_rgb, m, size), gamut)
+            measures, skin = track_models.measure(target709, lm, size, m, s.matte_erode, s.matte_feather)
+            self.measures[(face.track_id, f)] = measures
+            if s.colour_match == "none" or self.fixed_stats:
+                continue
+            st = colour_match.skin_stats(target709, skin)
             if st is not None:
                 self.stats[(face.track_id, f)] = st
 
@@ -61,27 +72,46 @@ class ColourWindow:
         """Every neighbour within the radius has been swapped (or is not rendered by this job)."""
         return p.frame + self.radius <= last_swapped
 
+    def _window(self, table: dict, track: int, frame: int) -> list:
+        return [table[(track, g)] for g in range(frame - self.radius, frame + self.radius + 1) if (track, g) in table]
+
     def matched(self, p: PendingFrame) -> list[np.ndarray]:
-        """Each face of ``p`` colour matched (linear Rec.709), the target's kept pixels put back."""
+        """Each face of ``p`` through the chain (linear Rec.709): the crop to paste under its matte."""
+        return [self._finish(fc, p.frame) for fc in p.faces]
+
+    def _finish(self, fc: SwappedFace, frame: int) -> np.ndarray:
         s = self.ctx.settings
-        out = []
-        for fc in p.faces:
-            lin709 = fc.swapped709
-            window = [self.stats[(fc.track, g)] for g in range(p.frame - self.radius, p.frame + self.radius + 1)
-                      if (fc.track, g) in self.stats]
-            if not window and fc.stats is not None:
-                window = [fc.stats]
-            params = None
-            if window and s.colour_strength > 0:
-                params = colour_match.estimate_to(lin709, fc.skin, colour_match.SkinStats.mean(window),
-                                                  s.colour_match)
+        lin709 = fc.swapped709
+        window = self._window(self.stats, fc.track, frame) or ([fc.stats] if fc.stats is not None else [])
+        if window and s.colour_match != "none" and s.colour_strength > 0:
+            params = colour_match.estimate_to(lin709, fc.skin, colour_match.SkinStats.mean(window), s.colour_match)
             if params is not None:
                 lin709 = colour_match.apply(lin709, params, s.colour_match, s.colour_strength)
-            if fc.keep is not None:  # the target's own eyes and mouth, untouched by the colour match
-                k = fc.keep[..., None]
-                lin709 = lin709 * (1.0 - k) + fc.target709 * k
-            out.append(lin709)
-        return out
+        measures = self._window(self.measures, fc.track, frame)
+        tones = [m.tone for m in measures if m.tone is not None]
+        details = [m.detail for m in measures if m.detail is not None]
+        # The target's skin where nothing covers it; the swap's skin where it shows the source's own face.
+        occlusion = fc.layers.get("Occlusion")
+        skin_t = fc.skin * occlusion if occlusion is not None else fc.skin
+        region = fc.layers.get("SourceRegion")
+        skin_s = fc.skin * (region > 0.5) if region is not None else fc.skin
+        enough = skin_s.sum() >= lighting.MIN_SKIN_PX and (skin_t.sum() >= lighting.MIN_SKIN_PX or tones)
+        if s.lighting_strength > 0 and enough:  # else: a face too small or hidden to measure keeps its own light
+            lin709 = lighting.relight(lin709, fc.target709, skin_t, fc.face_scale, skin_swapped=skin_s,
+                                      strength=s.lighting_strength, scale=s.lighting_scale,
+                                      tone=lighting.SkinTone.pooled(tones) if tones else None)
+        if s.detail_match and details and skin_s.sum() >= 16:
+            lin709 = detail_match.match_detail(
+                lin709, fc.target709, track_models.measure_region(skin_s, fc.matte), fc.face_scale,
+                plate_px=track_models.plate_px(fc.m), add_grain=s.grain_match, seed=frame,
+                pooled=detail_match.PlateDetail.pooled(details))
+        if fc.keep is not None:  # the target's own eyes and mouth, after light and detail (they are the plate's)
+            k = fc.keep[..., None]
+            lin709 = lin709 * (1.0 - k) + fc.target709 * k
+        if s.blend_mode != "none":
+            band = s.blend_band * fc.face_scale if s.blend_mode == "poisson" else None
+            lin709 = blend.blend(lin709, fc.target709, fc.matte, s.blend_mode, band=band)
+        return lin709.astype(np.float32)
 
 
 def composite_frame(ctx: JobContext, p: PendingFrame, matched: list[np.ndarray]) -> tuple[FrameLayers, np.ndarray]:

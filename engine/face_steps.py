@@ -11,18 +11,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine import track_models
 from engine.io import colour
 from engine.records import Crop, JobContext, PendingFrame, SwappedFace
 from engine.stages import colour_match, geometry68, masks, refine, registry
 from engine.stages.align import crop_matrix, crop_size_for, transform_points, warp_crop
 from engine.stages.contracts import Face, SwapInput
+from engine.stages.occlusion_classic import occlusion_matte
 
 
 @dataclass
 class Swapped:
     crops: list[np.ndarray]  # sRGB swapped crops, one per Crop
     model_masks: list[np.ndarray] | None  # the swapper's own masks, when it has them
-    keeps: list[np.ndarray] | None  # where the target's own pixels come back after the colour match
+    keeps: list[np.ndarray] | None  # where the target's own pixels come back after the lighting step
+    regions: list[np.ndarray] | None = None  # where the swap shows the source photo's own face
 
 
 def crop_geometry(ctx: JobContext, face: Face) -> tuple[int, np.ndarray]:
@@ -66,7 +69,9 @@ def swap(ctx: JobContext, crops: list[Crop]) -> Swapped:
     swapped = [crop for r in results for crop in r.crops]
     model_masks = [mk for r in results for mk in r.masks] if all(r.masks is not None for r in results) else None
     keeps = [k for r in results for k in r.keep] if all(r.keep is not None for r in results) else None
-    return Swapped(swapped, model_masks, keeps)
+    regions = [k for r in results for k in r.source_region] \
+        if all(r.source_region is not None for r in results) else None
+    return Swapped(swapped, model_masks, keeps, regions)
 
 
 def refine_crops(ctx: JobContext, crops: list[Crop], swapped: list[np.ndarray]) -> list[np.ndarray]:
@@ -78,14 +83,17 @@ def refine_crops(ctx: JobContext, crops: list[Crop], swapped: list[np.ndarray]) 
 
 def mattes(ctx: JobContext, crops: list[Crop], swapped: Swapped, refined: list[np.ndarray],
            pendings: list[PendingFrame], owner: list[int]) -> None:
-    """Each face's matte: the landmark matte narrowed (per-pixel minimum) by the swapper's own mask and every
-    enabled matte layer, each kept as its own layer. Attaches the faces to their frames."""
+    """Each face's matte: the landmark matte narrowed (per-pixel minimum) by the swapper's own mask, the source
+    region, the occlusion matte and every enabled matte layer, each kept as its own layer (``Skin``, where tone
+    and light are measured, is written for grading but narrows nothing). Attaches the faces to their frames."""
     layer_mattes: dict[str, list[np.ndarray]] = {}
     for layer, backend in ctx.mattes:
         images = [c.target for c in crops] if layer.on == "target" else refined
         run = registry.layer_call(layer)
         layer_mattes[layer.name] = refine.batched(lambda b, run=run, backend=backend: run(backend, b), images)
     s = ctx.settings
+    if "Occlusion" not in layer_mattes:  # no neural occluder: the classic one, from the track's own skin model
+        layer_mattes["Occlusion"] = classic_occlusion(ctx, crops)
     for i, c in enumerate(crops):
         p = pendings[owner[i]]
         pts78 = geometry68.with_forehead(c.lm)
@@ -93,14 +101,36 @@ def mattes(ctx: JobContext, crops: list[Crop], swapped: Swapped, refined: list[n
         layers: dict[str, np.ndarray] = {}
         if swapped.model_masks is not None:  # the model's own mask narrows the matte and is kept as a layer
             layers["ModelMask"] = swapped.model_masks[i]
+        if swapped.regions is not None:  # where the source photo shows no face of its own, the plate's stays
+            layers["SourceRegion"] = masks.soften(swapped.regions[i], geometry68.face_scale(pts78), s.matte_feather)
         for name, per_crop in layer_mattes.items():
-            layers[name] = np.asarray(per_crop[i], np.float32)
+            if per_crop[i] is not None:
+                layers[name] = np.asarray(per_crop[i], np.float32)
         for layer_matte in layers.values():
             matte = np.minimum(matte, layer_matte)
         swapped709 = colour.srgb_decode(refined[i])
         target709 = colour.to_rec709(c.target_lin, p.gamut)
-        skin = masks.skin_matte(pts78, c.lm, c.size)
+        if swapped.regions is not None:  # the source's hair and backdrop never reach a later step: the plate there
+            r = swapped.regions[i][..., None]
+            swapped709 = swapped709 * r + target709 * (1.0 - r)
+        measures, skin = track_models.measure(target709, c.lm, c.size, c.m, s.matte_erode, s.matte_feather)
+        layers["Skin"] = skin
         keep = swapped.keeps[i] if swapped.keeps is not None else None
         stats = colour_match.skin_stats(target709, skin) if s.colour_match != "none" else None
-        p.faces.append(SwappedFace(c.face.track_id, c.m, swapped709, target709, matte, skin, stats, keep, layers))
+        p.faces.append(SwappedFace(c.face.track_id, c.m, swapped709, target709, matte, skin, stats, keep, layers,
+                                   geometry68.face_scale(pts78), measures))
         p.super_resolved = p.super_resolved or c.sr_steps > 0
+
+
+def classic_occlusion(ctx: JobContext, crops: list[Crop]) -> list[np.ndarray | None]:
+    """The classic occlusion matte of each crop (1 visible face, 0 occluder) from its track's skin model."""
+    by_track: dict[int, list[Crop]] = {}
+    for c in crops:
+        by_track.setdefault(c.face.track_id, []).append(c)
+    for track, group in by_track.items():
+        ctx.track_models.skin_model(track, [c.target for c in group], [c.lm for c in group])
+    out: list[np.ndarray | None] = []
+    for c in crops:
+        model = ctx.track_models.skin.get(c.face.track_id)
+        out.append(None if model is None else occlusion_matte(c.target, c.lm, model))
+    return out

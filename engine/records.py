@@ -15,6 +15,7 @@ from engine.job import EventSink, SwapJob
 from engine.sources import SourceTexture
 from engine.stages.colour_match import SkinStats
 from engine.stages.contracts import Face, SourceIdentity
+from engine.track_models import PlateMeasures, TrackModels
 
 
 @dataclass
@@ -32,6 +33,7 @@ class JobContext:
     emit: EventSink
     cancel: threading.Event | None
     radius: int  # temporal smoothing radius: colour window and geometry smoothing
+    track_models: TrackModels = field(default_factory=TrackModels)  # per-track skin models (engine.track_models)
 
     def check_cancel(self) -> None:
         if self.cancel is not None and self.cancel.is_set():
@@ -64,6 +66,8 @@ class SwappedFace:
     stats: SkinStats | None  # the plate face's skin statistics (None when colour matching is off)
     keep: np.ndarray | None  # where the target's own pixels are put back after the colour match
     layers: dict[str, np.ndarray] = field(default_factory=dict)  # layer name -> crop matte
+    face_scale: float = 0.0  # the face's size in crop pixels (geometry68.face_scale): lighting and blend scales
+    measures: PlateMeasures | None = None  # the plate face's tone and detail (engine.track_models)
 
 
 @dataclass

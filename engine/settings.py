@@ -88,6 +88,11 @@ COLOUR_CHOICES = (
     ("reinhard", "Reinhard mean/std match in Lab only"),
     ("none", "No colour match"),
 )
+BLEND_CHOICES = (
+    ("poisson", "Gradient-domain blend in a band inside the edge: the face meets the plate's light seamlessly"),
+    ("multiband", "Laplacian-pyramid blend: wide for low frequencies, narrow for fine ones"),
+    ("none", "The matte's feather only"),
+)
 OUTPUT_CHOICES = (
     ("face", "Premultiplied face layer with mattes; Alpha Over on the plate gives the composite"),
     ("composite", "The full composited frame with mattes"),
@@ -171,11 +176,28 @@ SCHEMA: tuple[Setting, ...] = (
     Setting("swapper", "enum", "geometric", "Swapper", "Face swapper model", "swap", choices=SWAPPER_CHOICES),
     Setting("keep_eyes_mouth", "bool", True, "Keep Eyes and Mouth",
             "Keep the target's own eyes and mouth interior so expression and speech survive", "swap"),
-    Setting("colour_match", "enum", "gain_reinhard", "Colour Match",
-            "How the swapped face is matched to the plate's face colour (in linear light)", "colour",
+    Setting("colour_match", "enum", "none", "Colour Match",
+            "A global colour match of the swapped face to the plate's skin, before the lighting step (which "
+            "already takes the plate's colour; use it with Lighting Strength 0 for the older look)", "colour",
             choices=COLOUR_CHOICES),
     Setting("colour_strength", "float", 1.0, "Colour Strength", "How much of the colour match is applied",
             "colour", min=0.0, max=1.0, applies=("colour_match", "not in", ("none",))),
+    Setting("lighting_strength", "float", 1.0, "Lighting Strength",
+            "How much of the plate's light (shading and colour cast of its skin) the face takes; 0 keeps the "
+            "swap's own", "colour", min=0.0, max=1.0),
+    Setting("lighting_scale", "float", 0.04, "Lighting Scale",
+            "Size of the light's smallest feature taken from the plate, as a fraction of the face size", "colour",
+            min=0.02, max=0.2, applies=("lighting_strength", "not in", (0.0,))),
+    Setting("blend_mode", "enum", "poisson", "Edge Blend",
+            "How the face meets the plate at the matte's edge (in float linear light)", "colour",
+            choices=BLEND_CHOICES),
+    Setting("blend_band", "float", 0.15, "Blend Band",
+            "Width of the seamless band inside the matte's edge, as a fraction of the face size", "colour",
+            min=0.05, max=1.0, applies=("blend_mode", "in", ("poisson",))),
+    Setting("detail_match", "bool", True, "Match Detail",
+            "Soften the face to the plate face's sharpness (never sharper than its surroundings)", "colour"),
+    Setting("grain_match", "bool", True, "Match Grain", "Give the face the plate face's grain", "colour",
+            applies=("detail_match", "in", (True,))),
     Setting("super_resolution", "bool", True, "Super-Resolution",
             "Upscale the source face (waifu2x) when the plate's face is larger than the source's detail",
             "enhance"),

@@ -168,7 +168,7 @@ def test_source_fringe_is_not_carried_onto_the_forehead(photos):
     """Hair over the source's forehead is kept out of the swap; a bare forehead is swapped."""
     from engine.sources import SourceTexture
     from engine.stages import geometry68
-    from engine.stages.swap_geometric import _forehead_hair
+    from engine.stages.source_region import source_region_mask
 
     ident = Engine().source_identity([ImageInput(path=photos["astronaut"])], lambda e: None)
     crop, pts = SourceTexture(ident.best, None).get(256, 100)
@@ -181,8 +181,8 @@ def test_source_fringe_is_not_carried_onto_the_forehead(photos):
     bare, dark = crop.copy(), crop.copy()
     bare[inside] = crop[cheek].mean(0)  # a forehead of the cheeks' skin
     dark[inside] = (0.25, 0.17, 0.1)  # a dark fringe
-    assert _forehead_hair(bare, pts)[inside].mean() < 0.1
-    assert _forehead_hair(dark, pts)[inside].mean() > 0.6
+    assert source_region_mask(bare, pts[:68])[inside].mean() > 0.8  # the source's face: swapped
+    assert source_region_mask(dark, pts[:68])[inside].mean() < 0.1  # its fringe: the plate's forehead stays
 
 
 def test_window_statistics_are_the_mean_of_the_frames():

@@ -103,6 +103,9 @@ class SwapOutput:
     masks: np.ndarray | None = None  # (N, S, S) float [0, 1] the model's own mask, if it has one
     # (N, S, S) float [0, 1]: where the target's own pixels are put back after colour matching (eyes, mouth)
     keep: np.ndarray | None = None
+    # (N, S, S) float [0, 1]: where the swap shows the source photo's own face (0 on its hair, backdrop, ears);
+    # it narrows the face matte, so the plate's face stays there
+    source_region: np.ndarray | None = None
 
 
 class Swapper(Protocol):

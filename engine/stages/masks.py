@@ -34,6 +34,18 @@ def face_matte(pts78: np.ndarray, size: int, erode: float, feather: float) -> np
     return np.clip(mask, 0.0, 1.0).astype(np.float32)
 
 
+def soften(matte: np.ndarray, scale: float, feather: float) -> np.ndarray:
+    """A hard-edged matte (the source region) given the face matte's soft edge, inside its own support: eroded by
+    half the feather, then blurred, so the swap never reaches further than the matte did."""
+    feather_px = feather * scale
+    if feather_px < 1:
+        return matte
+    inner = erode_mask(matte, feather_px / 2.0) * matte
+    soft = cv2.GaussianBlur(inner, (0, 0), feather_px / 4.0)
+    soft[soft < 1.0 / 1024] = 0.0
+    return np.minimum(soft, matte).astype(np.float32)
+
+
 def skin_matte(pts78: np.ndarray, lm68: np.ndarray, size: int) -> np.ndarray:
     """Skin only (outline minus eyes, brows and mouth), shrunk: where colour statistics are measured."""
     scale = geometry68.face_scale(pts78)

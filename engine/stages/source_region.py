@@ -107,6 +107,18 @@ def texture_energy(lab: np.ndarray, scale: float) -> np.ndarray:
     return cv2.GaussianBlur(fine * fine, (0, 0), max(0.02 * scale, 1.0))
 
 
+def _inside_only(lab: np.ndarray, outline: np.ndarray, scale: float) -> np.ndarray:
+    """``lab`` with everything outside the outline replaced by a smooth extension of what is inside: the texture
+    measure blurs across the outline, and the source's backdrop or hair outside it must not change the mask."""
+    w = outline.astype(np.float32)
+    sigma = max(0.03 * scale, 1.0)
+    den = cv2.GaussianBlur(w, (0, 0), sigma)
+    fill = cv2.GaussianBlur(lab * w[..., None], (0, 0), sigma) / np.maximum(den, 1e-6)[..., None]
+    far = den < 1e-3
+    fill[far] = lab[outline].mean(0) if outline.any() else 0.0
+    return np.where(outline[..., None], lab, fill).astype(np.float32)
+
+
 def _largest_connected(mask: np.ndarray, seed: np.ndarray) -> np.ndarray:
     """The components of ``mask`` that touch ``seed`` (skin-coloured backdrop apart from the face is dropped)."""
     n, labels = cv2.connectedComponents(mask.astype(np.uint8), connectivity=8)
@@ -156,7 +168,7 @@ def source_region_mask(crop_srgb: np.ndarray, landmarks: np.ndarray, feather: fl
     dist = skin_distance(lab, sample)
 
     # Hair of the skin's own hue (blond, auburn) is told apart by texture: fine detail well above the cheeks'.
-    tex = texture_energy(lab, scale)
+    tex = texture_energy(_inside_only(lab, outline, scale), scale)
     tex_ref = float(np.percentile(tex[samples], 90)) + 1.0
     rough = tex > 4.0 * tex_ref
     skin = (dist < 1.0) & ~(rough & (dist > 0.5)) & outline

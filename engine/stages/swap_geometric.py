@@ -2,7 +2,8 @@
 
 Piecewise affine over a fixed triangulation of 68 landmarks plus 10 forehead points, done as one dense remap.
 Works everywhere, on the CPU, with no download. Optionally keeps the target's own eyes and mouth interior, so
-gaze, blinks and speech survive the swap.
+gaze, blinks and speech survive the swap. Only the source photo's own face is used: its source-region mask
+(skin and features, not hair, backdrop, ears or glasses) is warped with the face and narrows the matte.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from typing import Any
 import cv2
 import numpy as np
 
-from engine.io.colour import srgb_decode
-from engine.stages import colour_match, geometry68
+from engine.stages import geometry68
 from engine.stages.align import FFHQ_TEMPLATE, similarity, transform_points
 from engine.stages.contracts import SourceIdentity, SwapInput, SwapOutput
+from engine.stages.source_region import source_region_mask
 
 # (crop size, target face size in plate pixels) -> (source crop sRGB (S, S, 3), source points (78, 2) in crop)
 SourceProvider = Callable[[int, float], tuple[np.ndarray, np.ndarray]]
@@ -33,20 +34,22 @@ class GeometricSwapper:
         self.keep_eyes_mouth = keep_eyes_mouth
         self.shape_transfer = shape_transfer
         self._tris: np.ndarray | None = None
-        self._hair: dict[int, np.ndarray] = {}  # per source crop (by id): where its forehead is not skin
+        self._region: dict[int, np.ndarray] = {}  # per source crop (by id): where it shows its own face
 
     def swap(self, batch: SwapInput, source: SourceIdentity) -> SwapOutput:
         out = np.empty_like(batch.crops)
         keep = np.zeros(batch.crops.shape[:3], np.float32)
+        region = np.zeros(batch.crops.shape[:3], np.float32)
         for i, (crop, lm) in enumerate(zip(batch.crops, batch.landmarks, strict=True)):
             if lm is None:
                 raise ValueError("the geometric swapper needs 68 target landmarks")
-            out[i], keep[i] = self.swap_one(crop, lm, float(batch.face_sizes[i]))
-        return SwapOutput(crops=out, keep=keep)
+            out[i], keep[i], region[i] = self.swap_one(crop, lm, float(batch.face_sizes[i]))
+        return SwapOutput(crops=out, keep=keep, source_region=region)
 
     def swap_one(self, target: np.ndarray, target_lm68: np.ndarray, face_size: float
-                 ) -> tuple[np.ndarray, np.ndarray]:
-        """(swapped crop, mask of target features to restore after colour matching)."""
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(swapped crop, mask of target features to restore after the lighting step, source-region mask: where
+        the swap shows the source's own face; 0 on its hair, backdrop, ears and outside the warped mesh)."""
         size = target.shape[0]
         src_img, src_pts = self._source(size, face_size)
         dst_pts = geometry68.with_forehead(self._blend_shape(target_lm68, src_pts[:68]))
@@ -55,15 +58,15 @@ class GeometricSwapper:
         map_x, map_y, inside = _piecewise_affine_maps(src_pts, dst_pts, self._tris, size)
         warped = cv2.remap(src_img, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         result = np.where(inside[..., None], warped, target).astype(np.float32)
-        # Hair over the source's forehead (a fringe) is not the source's face: keep the plate's forehead there.
-        hair = self._hair.get(id(src_img))
-        if hair is None:
-            hair = self._hair[id(src_img)] = _forehead_hair(src_img, src_pts)
-        keep = cv2.remap(hair, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * inside
+        # The source photo's own face (not its fringe, backdrop or glasses), warped with the same maps.
+        region = self._region.get(id(src_img))
+        if region is None:
+            region = self._region[id(src_img)] = source_region_mask(src_img, src_pts[:68])
+        region = cv2.remap(region, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * inside
+        keep = np.zeros((size, size), np.float32)
         if self.keep_eyes_mouth:
-            keep = np.maximum(keep, _eyes_mouth_mask(target_lm68, size, geometry68.face_scale(dst_pts)))
-        return result, keep.astype(np.float32)
-
+            keep = _eyes_mouth_mask(target_lm68, size, geometry68.face_scale(dst_pts))
+        return result, keep, np.clip(region, 0.0, 1.0).astype(np.float32)
 
     def _blend_shape(self, target: np.ndarray, source: np.ndarray) -> np.ndarray:
         """Target landmarks moved towards the source's face shape (aligned to the target by a similarity): the
@@ -96,28 +99,6 @@ def _piecewise_affine_maps(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, s
     map_x[~inside] = xs[~inside]
     map_y[~inside] = ys[~inside]
     return map_x, map_y, inside
-
-
-def _forehead_hair(src_srgb: np.ndarray, pts78: np.ndarray) -> np.ndarray:
-    """Soft mask (source crop space) of forehead pixels whose colour is far from the source's cheek skin."""
-    size = src_srgb.shape[0]
-    lab = colour_match.lin_to_lab(srgb_decode(src_srgb))
-    cheeks = geometry68.feature_mask(pts78, size, [[2, 3, 4, 48, 31], [14, 13, 12, 54, 35]], 0)
-    sel = cheeks > 0.5
-    if sel.sum() < 30:
-        return np.zeros((size, size), np.float32)
-    mean = lab[sel].mean(0)
-    std = np.maximum(lab[sel].std(0), (4.0, 2.0, 2.0))
-    dist = np.sqrt((((lab - mean) / (2.0 * std)) ** 2).sum(-1))
-    not_skin = np.clip((dist - 1.0) * 2.0, 0.0, 1.0).astype(np.float32)
-    # The band between the brows' upper edge and the forehead points.
-    brows = pts78[geometry68.BROWS]
-    up = pts78[68:78] - brows
-    band = np.vstack([brows + 0.3 * up, pts78[68:78][::-1]])
-    region = np.zeros((size, size), np.uint8)
-    cv2.fillPoly(region, [np.round(band).astype(np.int32)], 1)
-    scale = geometry68.face_scale(pts78)
-    return cv2.GaussianBlur(not_skin * region, (0, 0), max(0.01 * scale, 0.8))
 
 
 def _eyes_mouth_mask(lm68: np.ndarray, size: int, scale: float) -> np.ndarray:
