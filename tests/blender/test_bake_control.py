@@ -77,3 +77,14 @@ def test_engine_killed_mid_bake_reports_and_recovers(addon, scene, long_media, c
     with bpy.context.temp_override(scene=scene):
         assert bpy.ops.facefusion.bake(strip_name=strip.name) == {"FINISHED"}
     assert len(glob.glob(os.path.join(folder, "facefusion.*.exr"))) == long_media["frames"]
+
+
+def test_a_dead_engine_is_never_reused_the_next_call_starts_a_fresh_one(addon):
+    first = addon.session.get().client.process
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(10)
+    with pytest.raises(addon.session.EngineLost):
+        addon.session.engine_report()
+    assert addon.session._SESSION is None  # dropped with the dead engine
+    assert bpy.ops.facefusion.check_engine() == {"FINISHED"}  # no "engine died" forever: a fresh one answers
+    assert addon.session.get().client.process.pid != first.pid
