@@ -41,9 +41,22 @@ def _enabling(s) -> dict:
     if s.applies is None:
         return {}
     other, op, values = s.applies
-    ctrl = schema.BY_NAME[other]
-    candidates = [c[0] for c in ctrl.choices] if ctrl.kind == "enum" else [True, False]
-    return {other: next(v for v in candidates if (v in values) == (op == "in"))}
+    return {other: next(v for v in _candidates(other, values) if (v in values) == (op == "in"))}
+
+
+def _candidates(name: str, values: tuple) -> list:
+    ctrl = schema.BY_NAME[name]
+    if ctrl.kind == "enum":
+        return [c[0] for c in ctrl.choices]
+    if ctrl.kind == "bool":
+        return [True, False]
+    return [ctrl.default, *values, *(v for v in (ctrl.min, ctrl.max) if v is not None)]
+
+
+def _disabling(s) -> dict:
+    """Settings that make ``s`` have no effect (its controlling setting switched to a value it does not apply to)."""
+    other, op, values = s.applies
+    return {other: next(v for v in _candidates(other, values) if (v in values) != (op == "in"))}
 
 
 def test_every_setting_with_an_effect_changes_the_key(tmp_path):
@@ -56,10 +69,10 @@ def test_settings_without_effect_never_change_the_key(tmp_path):
     conditional = [s for s in schema.SCHEMA if s.applies]
     assert {s.name for s in conditional} >= {"reference_frame", "reference_face", "reference_distance",
                                                "face_index", "enhancer_blend", "sr_denoise", "colour_strength"}
-    base = _key(tmp_path, settings={"face_selector": "all", "colour_match": "none", "super_resolution": False})
     for s in conditional:
-        changed = {"face_selector": "all", "colour_match": "none", "super_resolution": False, s.name: _other_value(s)}
-        assert _key(tmp_path, settings=changed) == base, s.name
+        base = {"face_selector": "all", "colour_match": "none", "super_resolution": False, **_disabling(s)}
+        changed = {**base, s.name: _other_value(s)}
+        assert _key(tmp_path, settings=changed) == _key(tmp_path, settings=base), s.name
 
 
 def test_inputs_that_change_pixels_change_the_key(tmp_path):

@@ -173,7 +173,7 @@ def test_every_render_is_written_to_the_audit_log(files, photos, tmp_path, monke
     e = entries[0]
     assert e["job"] == "render" and e["frames"] == [1, 1] and e["frames_written"] == 1
     assert e["plate"] == files["plate"] and len(e["source_identity"]) == 64 and e["user"] and e["host"]
-    assert e["settings"]["swapper"] == "geometric" and "dlib_hog" in e["models"]
+    assert e["settings"]["swapper"] == "geometric" and "blazeface" in e["models"]
     # a log that cannot be written warns and never fails the job
     monkeypatch.setenv("FACE_FUSION_AUDIT_LOG", str(files["not_image"]) + "/cannot/be")
     r = run_cli("swap", "--source", photos["astronaut"], "--target", files["plate"], "--output",

@@ -27,15 +27,19 @@ def test_each_model_that_touched_the_frame_is_named_with_the_hash_of_its_file(ph
                   output_dir=tmp_path / "face", settings={"face_selector": "reference", "super_resolution": False})
     Engine().run(job)
     models = _models(tmp_path / "face")
-    assert set(models) == {"dlib_hog", "dlib_shape_predictor_68", "dlib_face_recognition_resnet_v1", "geometric"}
-    for mid in ("dlib_shape_predictor_68", "dlib_face_recognition_resnet_v1"):
+    # the default analysis front end (BlazeFace + 468 mesh) and the recognizer of every track's identity
+    assert set(models) == {"blazeface", "mesh_468", "dlib_face_recognition_resnet_v1", "geometric"}
+    for mid in ("mesh_468", "blazeface", "dlib_face_recognition_resnet_v1"):
         digest = hashlib.sha256(resolve(mid).read_bytes()).hexdigest()
         assert models[mid] == f"sha256:{digest}"
-    assert models["dlib_hog"].startswith("dlib ") and models["geometric"].startswith("engine ")
+    assert models["geometric"].startswith("engine ")
 
-    # A frame without a face to replace was seen by the analysis models only.
+    # A frame without a face to replace was seen by the analysis models only (here dlib's, chosen by settings:
+    # a built-in model is named with its package's version).
     empty = np.full((120, 160, 4), 0.2, np.float32)
     job = SwapJob(sources=[ImageInput(path=photos["astronaut"])], plate=ImageInput(pixels=empty),
-                  output_dir=tmp_path / "empty", settings={})
+                  output_dir=tmp_path / "empty", settings={"detector": "dlib_hog", "landmarker": "dlib_68"})
     Engine().run(job)
-    assert set(_models(tmp_path / "empty")) == {"dlib_hog", "dlib_shape_predictor_68"}
+    empty_models = _models(tmp_path / "empty")
+    assert set(empty_models) == {"dlib_hog", "dlib_shape_predictor_68", "dlib_face_recognition_resnet_v1"}
+    assert empty_models["dlib_hog"].startswith("dlib ")

@@ -86,9 +86,12 @@ def analyse_plate(run: AnalysisRun) -> ShotAnalysis:
     detector = run.create("detect", fm.detector, **am.detector_options(s))
     landmarker = run.create("landmarks", fm.landmarker)
     if fm.follows:
-        shot = face_follow.follow(frames.frames, frames.u8, detector, landmarker,
-                                  am.follow_options(s, len(frames.frames), run.fail_frames), cuts=starts[1:])
-        tracks = [_from_follower(t, shot) for t in shot.tracks]
+        tracks = []
+        bounds = starts + [frames.frames[-1] + 1]
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):  # shot by shot: a short shot's tracks count too
+            shot = face_follow.follow(range(a, b), frames.u8, detector, landmarker,
+                                      am.follow_options(s, b - a, run.fail_frames), cuts=[])
+            tracks += [_from_follower(t, len(tracks) + k) for k, t in enumerate(shot.tracks)]
     else:
         tracks = _per_frame_tracks(frames, starts, detector, landmarker, run.fail_frames)
     recognizer = run.create("recognize", fm.recognizer)
@@ -98,12 +101,12 @@ def analyse_plate(run: AnalysisRun) -> ShotAnalysis:
     return ShotAnalysis(frames.frames, starts, tracks, fm.recognizer, info).round_trip()
 
 
-def _from_follower(t: face_follow.FaceTrack, shot: face_follow.ShotFaces) -> TrackRecord:
+def _from_follower(t: face_follow.FaceTrack, track_id: int) -> TrackRecord:
     mesh = np.full((len(t.samples), 468, 3), np.nan)
     for i, sm in enumerate(t.samples):
         if sm.points468 is not None:
             mesh[i] = sm.points468
-    return TrackRecord(t.track_id, t.first, np.stack([sm.box for sm in t.samples]),
+    return TrackRecord(track_id, t.first, np.stack([sm.box for sm in t.samples]),
                        np.stack([sm.landmarks68 for sm in t.samples]), mesh,
                        np.array([sm.confidence for sm in t.samples]), [sm.source.value for sm in t.samples])
 
