@@ -298,14 +298,15 @@ class Engine:
             plate.close()
         return PreviewResult(rgba, layers.mattes, len(p.faces), warnings + p.warnings)
 
-    def analyse(self, plate_input: ImageInput, frame: int, settings: Any) -> list[dict[str, Any]]:
+    def analyse(self, plate_input: ImageInput, frame: int, settings: Any, on_event: EventSink = _noop,
+                cancel: threading.Event | None = None) -> list[dict[str, Any]]:
         """Faces in one plate frame, for a face picker: box, landmarks, embedding and a 96 px thumbnail. Read from
         the shot analysis, so the indices are those the reference selector uses."""
         s = _checked_settings(settings)
         plate = Plate(_plate_input(plate_input, s))
         try:
             _frame_range(plate, frame, frame)
-            analysis = self.shot_analysis(plate, s)
+            analysis = self.shot_analysis(plate, s, on_event, lambda: _check(cancel))
             rgba, gamut = plate.read(frame)
         finally:
             plate.close()
@@ -320,6 +321,11 @@ class Engine:
                         "confidence": face.confidence, "track": face.track_id, "landmarks": face.landmarks68.tolist(),
                         "embedding": emb.tolist() if emb is not None else None, "thumbnail": thumb})
         return out
+
+
+def _check(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise JobCancelled()
 
 
 def _trim(cache: OrderedDict) -> None:

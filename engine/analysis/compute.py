@@ -19,6 +19,7 @@ import numpy as np
 from engine.analysis import models as am
 from engine.analysis import stats as track_stats
 from engine.analysis.record import ShotAnalysis, TrackRecord
+from engine.errors import EngineError
 from engine.io import colour
 from engine.io.plates import Plate
 from engine.job import EventSink
@@ -123,6 +124,10 @@ def _per_frame_tracks(frames: _Frames, starts: list[int], detector: Any, landmar
             faces = [] if f in fail else detector.detect(u8)
             if faces:
                 landmarker.landmarks(u8, faces)
+                if all(face.landmarks68 is None for face in faces):
+                    raise EngineError(f"the landmarker {landmarker.id} gives no 68-point set (the mattes, colour "
+                                      "regions and swappers need it)",
+                                      "choose the landmarker mesh_468, dlib_68 or 2dfan4")
             per_frame[f] = [face for face in faces if face.landmarks68 is not None]
         for t in track.link(per_frame):
             filled = track.fill_gaps(t)

@@ -174,7 +174,7 @@ def run_preview(engines: EngineHolder, req: dict[str, Any], plate: ImageInput, s
 
 def run_analyse(engines: EngineHolder, req: dict[str, Any], plate: ImageInput, sources: list[ImageInput],
                 settings: Any, emit: Callable[[dict[str, Any]], None], cancel: threading.Event) -> JobOutput:
-    faces = engines.get().analyse(plate, req["frame"], settings)
+    faces = engines.get().analyse(plate, req["frame"], settings, emit, cancel)  # the shot analysis reports progress
     out = JobOutput()
     table = []
     for i, face in enumerate(faces):
