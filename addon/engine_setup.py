@@ -156,11 +156,5 @@ class FACEFUSION_OT_setup_engine(bpy.types.Operator):
 CLASSES = (FACEFUSION_OT_setup_engine,)
 
 
-def register() -> None:
-    for cls in CLASSES:
-        bpy.utils.register_class(cls)
-
-
-def unregister() -> None:
-    for cls in reversed(CLASSES):
-        bpy.utils.unregister_class(cls)
+# Blender's own helper: registers in order, unregisters in reverse.
+register, unregister = bpy.utils.register_classes_factory(CLASSES)

@@ -63,11 +63,5 @@ class FACEFUSION_OT_source_remove(OwnerOp, bpy.types.Operator):
 CLASSES = (FACEFUSION_OT_source_add, FACEFUSION_OT_source_remove)
 
 
-def register() -> None:
-    for cls in CLASSES:
-        bpy.utils.register_class(cls)
-
-
-def unregister() -> None:
-    for cls in reversed(CLASSES):
-        bpy.utils.unregister_class(cls)
+# Blender's own helper: registers in order, unregisters in reverse.
+register, unregister = bpy.utils.register_classes_factory(CLASSES)

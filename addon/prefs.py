@@ -140,11 +140,5 @@ def blender_python() -> str:
 CLASSES = (FaceFusionPreferences,)
 
 
-def register() -> None:
-    for cls in CLASSES:
-        bpy.utils.register_class(cls)
-
-
-def unregister() -> None:
-    for cls in reversed(CLASSES):
-        bpy.utils.unregister_class(cls)
+# Blender's own helper: registers in order, unregisters in reverse.
+register, unregister = bpy.utils.register_classes_factory(CLASSES)
