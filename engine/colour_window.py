@@ -12,7 +12,7 @@ from engine import track_models
 from engine.face_steps import crop_geometry
 from engine.io import colour
 from engine.records import JobContext, PendingFrame, SwappedFace
-from engine.stages import blend, colour_match, detail_match, lighting
+from engine.stages import blend, colour_match, detail_match, geometry68, lighting, masks
 from engine.stages.align import transform_points, warp_crop
 from engine.stages.composite import FrameLayers, composite, empty_layers, paste_face, paste_matte
 from engine.stages.contracts import Face
@@ -29,14 +29,11 @@ class ColourWindow:
         self.fixed_stats = stats is not None
         if stats is not None:
             self.stats = dict(stats)
-        self.measures: dict[tuple[int, int], track_models.PlateMeasures] = {}  # (track, frame) -> tone, detail
 
     def add(self, p: PendingFrame) -> None:
         for fc in p.faces:
             if fc.stats is not None and not self.fixed_stats:
                 self.stats[(fc.track, p.frame)] = fc.stats
-            if fc.measures is not None:
-                self.measures[(fc.track, p.frame)] = fc.measures
 
     def add_neighbours(self, rendered: list[int]) -> None:
         """Statistics of the frames around ``rendered`` that this job does not render: the colour match of a
@@ -49,9 +46,9 @@ class ColourWindow:
             self._add_plate_frame(g)
 
     def _add_plate_frame(self, f: int) -> None:
-        if not self.selected.get(f):
-            return
         s = self.ctx.settings
+        if not self.selected.get(f) or s.colour_match == "none" or self.fixed_stats:
+            return
         rgba, gamut = self.ctx.plate.read(f)
         plate_rgb = np.ascontiguousarray(rgba[..., :3])
         for face in self.selected[f]:
@@ -60,10 +57,7 @@ class ColourWindow:
             size, m = crop_geometry(self.ctx, face)
             lm = transform_points(m, face.landmarks68)
             target709 = colour.to_rec709(warp_crop(plate_rgb, m, size), gamut)
-            measures, skin = track_models.measure(target709, lm, size, m, s.matte_erode, s.matte_feather)
-            self.measures[(face.track_id, f)] = measures
-            if s.colour_match == "none" or self.fixed_stats:
-                continue
+            skin = masks.skin_matte(geometry68.with_forehead(lm), lm, size)
             st = colour_match.skin_stats(target709, skin)
             if st is not None:
                 self.stats[(face.track_id, f)] = st
@@ -87,7 +81,8 @@ class ColourWindow:
             params = colour_match.estimate_to(lin709, fc.skin, colour_match.SkinStats.mean(window), s.colour_match)
             if params is not None:
                 lin709 = colour_match.apply(lin709, params, s.colour_match, s.colour_strength)
-        measures = self._window(self.measures, fc.track, frame)
+        # This frame's own tone and detail (engine.track_models: where pooled ones will come from).
+        measures = [fc.measures] if fc.measures is not None else []
         tones = [m.tone for m in measures if m.tone is not None]
         details = [m.detail for m in measures if m.detail is not None]
         # The target's skin where nothing covers it; the swap's skin where it shows the source's own face.
@@ -100,9 +95,10 @@ class ColourWindow:
             lin709 = lighting.relight(lin709, fc.target709, skin_t, fc.face_scale, skin_swapped=skin_s,
                                       strength=s.lighting_strength, scale=s.lighting_scale,
                                       tone=lighting.SkinTone.pooled(tones) if tones else None)
-        if s.detail_match and details and skin_s.sum() >= 16:
+        if s.detail_match and details and fc.region is not None:
+            # Measured where the pooled plate figures were (outside the source region the swap holds the plate).
             lin709 = detail_match.match_detail(
-                lin709, fc.target709, track_models.measure_region(skin_s, fc.matte), fc.face_scale,
+                lin709, fc.target709, fc.region, fc.face_scale,
                 plate_px=track_models.plate_px(fc.m), add_grain=s.grain_match, seed=frame,
                 pooled=detail_match.PlateDetail.pooled(details))
         if fc.keep is not None:  # the target's own eyes and mouth, after light and detail (they are the plate's)

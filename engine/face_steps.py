@@ -113,24 +113,22 @@ def mattes(ctx: JobContext, crops: list[Crop], swapped: Swapped, refined: list[n
         if swapped.regions is not None:  # the source's hair and backdrop never reach a later step: the plate there
             r = swapped.regions[i][..., None]
             swapped709 = swapped709 * r + target709 * (1.0 - r)
-        measures, skin = track_models.measure(target709, c.lm, c.size, c.m, s.matte_erode, s.matte_feather)
+        measures, skin, region = track_models.measure(target709, c.lm, c.size, c.m, s.matte_erode, s.matte_feather,
+                                                      p.plate[..., :3])
         layers["Skin"] = skin
         keep = swapped.keeps[i] if swapped.keeps is not None else None
         stats = colour_match.skin_stats(target709, skin) if s.colour_match != "none" else None
         p.faces.append(SwappedFace(c.face.track_id, c.m, swapped709, target709, matte, skin, stats, keep, layers,
-                                   geometry68.face_scale(pts78), measures))
+                                   geometry68.face_scale(pts78), measures, region))
         p.super_resolved = p.super_resolved or c.sr_steps > 0
 
 
 def classic_occlusion(ctx: JobContext, crops: list[Crop]) -> list[np.ndarray | None]:
-    """The classic occlusion matte of each crop (1 visible face, 0 occluder) from its track's skin model."""
-    by_track: dict[int, list[Crop]] = {}
-    for c in crops:
-        by_track.setdefault(c.face.track_id, []).append(c)
-    for track, group in by_track.items():
-        ctx.track_models.skin_model(track, [c.target for c in group], [c.lm for c in group])
+    """The classic occlusion matte of each crop (1 visible face, 0 occluder) from its track's skin model, limited
+    to the face outline like a neural occluder's: the layer reads as the visible face."""
     out: list[np.ndarray | None] = []
     for c in crops:
-        model = ctx.track_models.skin.get(c.face.track_id)
-        out.append(None if model is None else occlusion_matte(c.target, c.lm, model))
+        model = ctx.track_models.skin_model(c.face.track_id, c.target, c.lm)
+        hull = geometry68.hull_mask(geometry68.with_forehead(c.lm), c.size)
+        out.append(None if model is None else occlusion_matte(c.target, c.lm, model) * hull)
     return out

@@ -68,6 +68,7 @@ class SwappedFace:
     layers: dict[str, np.ndarray] = field(default_factory=dict)  # layer name -> crop matte
     face_scale: float = 0.0  # the face's size in crop pixels (geometry68.face_scale): lighting and blend scales
     measures: PlateMeasures | None = None  # the plate face's tone and detail (engine.track_models)
+    region: np.ndarray | None = None  # where those were measured (skin inside the full landmark matte)
 
 
 @dataclass

@@ -1,23 +1,25 @@
-"""Models pooled along a track that the compositing steps use: the target's skin model (classic occlusion matte),
-its skin tone (lighting level and colour) and its plate detail (sharpness and grain).
+"""Models of a track's plate face that the compositing steps use: its skin model (classic occlusion matte), its
+skin tone (lighting level and colour) and its plate detail (sharpness and grain).
 
-This is the single place that decides where those come from. Today they are measured within the job (the skin
-model from the first crops of a track the job swaps; tones and detail per frame, pooled over the colour window);
-once the shot analysis holds a table of track statistics, ``TrackModels`` reads its entries instead.
+This is the single place that decides where those come from. Today each is measured on the frame's own crop, so
+a frame's pixels never depend on the frame range a job renders nor on preview against bake. The next step is
+to read them pooled along the track from the shot analysis's table of track statistics
+(``engine.analysis.stats.TRACK_STATISTICS``: one entry each for tone, detail and the skin model) and hand them
+to ``ColourWindow`` beside the skin colour statistics.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from engine.stages import geometry68, masks
-from engine.stages.detail_match import PlateDetail, plate_detail
+from engine.stages.align import paste_region, warp_back, warp_crop
+from engine.stages.detail_match import PlateDetail, hf_energy, plate_detail
 from engine.stages.lighting import SkinTone, skin_tone
 from engine.stages.occlusion_classic import TargetSkinModel, fit_skin_model
 
-_FIT_CROPS = 4  # crops a skin model is learned from (fit_skin_model leaves out those whose cheeks are covered)
 _MIN_INNER_PX = 16
 
 
@@ -37,15 +39,40 @@ def measure_region(skin: np.ndarray, landmark_matte: np.ndarray) -> np.ndarray:
     return inner if inner.sum() >= _MIN_INNER_PX else skin
 
 
-def measure(target709: np.ndarray, lm68: np.ndarray, size: int, m: np.ndarray, erode: float, feather: float
-            ) -> tuple[PlateMeasures, np.ndarray]:
-    """(the plate face's measures, its skin matte) from its linear Rec.709 crop and crop-space landmarks."""
+def measure(target709: np.ndarray, lm68: np.ndarray, size: int, m: np.ndarray, erode: float, feather: float,
+            plate_lin: np.ndarray | None = None) -> tuple[PlateMeasures, np.ndarray, np.ndarray]:
+    """(the plate face's measures, its skin matte, where they were measured) from its linear Rec.709 crop and
+    crop-space landmarks. ``plate_lin``: the frame (linear, any gamut) the crop was cut from; given, the detail
+    figure is raised by what the cut and the paste's resampling take away (``resample_loss``), so the pasted
+    face ends with the plate's own sharpness rather than that of a resampled copy."""
     pts78 = geometry68.with_forehead(lm68)
     skin = masks.skin_matte(pts78, lm68, size)
     region = measure_region(skin, masks.face_matte(pts78, size, erode, feather))
     tone = skin_tone(target709, region)
-    detail = plate_detail(target709, region, plate_px(m)) if region.sum() >= _MIN_INNER_PX else None
-    return PlateMeasures(tone, detail), skin
+    detail = None
+    if region.sum() >= _MIN_INNER_PX:
+        detail = plate_detail(target709, region, plate_px(m))
+        if plate_lin is not None:
+            loss = resample_loss(plate_lin, m, size, region)
+            detail = PlateDetail(detail.energy / loss, detail.grain)
+    return PlateMeasures(tone, detail), skin, region
+
+
+def resample_loss(plate_lin: np.ndarray, m: np.ndarray, size: int, region: np.ndarray) -> float:
+    """Share of the plate's fine detail (the quality report's band, in plate pixels) that survives a cut into the
+    crop and a paste back (both bilinear), measured over ``region`` (crop space) on this frame; in [0.25, 1]. A
+    ratio, so the plate's gamut does not matter."""
+    box = paste_region(m, size, plate_lin.shape[:2])
+    if box is None:
+        return 1.0
+    x0, y0, x1, y1 = box
+    back = warp_back(warp_crop(plate_lin, m, size), m, box)
+    w = warp_back(region.astype(np.float32), m, box) > 0.5
+    if w.sum() < _MIN_INNER_PX:
+        return 1.0
+    here = plate_lin[y0:y1, x0:x1]
+    loss = hf_energy(back, w.astype(np.float32)) / max(hf_energy(here, w.astype(np.float32)), 1e-9)
+    return float(np.clip(loss, 0.25, 1.0))
 
 
 def plate_px(m: np.ndarray) -> float:
@@ -57,14 +84,11 @@ def plate_px(m: np.ndarray) -> float:
 class TrackModels:
     """Per-track models of one job (see the module's note on where they will come from)."""
 
-    skin: dict[int, TargetSkinModel | None] = field(default_factory=dict)
-
-    def skin_model(self, track: int, crops_srgb: list[np.ndarray], lms: list[np.ndarray]) -> TargetSkinModel | None:
-        """The track's skin model, learned once from the first crops this job sees of it; None when they show
-        too little cheek skin to learn from (then no classic occlusion matte is made for the track)."""
-        if track not in self.skin:
-            try:
-                self.skin[track] = fit_skin_model(crops_srgb[:_FIT_CROPS], lms[:_FIT_CROPS])
-            except ValueError:
-                self.skin[track] = None
-        return self.skin[track]
+    def skin_model(self, track: int, crop_srgb: np.ndarray, lm: np.ndarray) -> TargetSkinModel | None:
+        """The skin model for this face: learned from its own crop today (``track`` names the entry of the shot
+        analysis's table it will come from); None when it shows too little cheek skin (then no classic occlusion
+        matte is made for the face)."""
+        try:
+            return fit_skin_model([crop_srgb], [lm])
+        except ValueError:
+            return None

@@ -104,10 +104,13 @@ def test_occluder_over_the_mouth_stays_the_plate(engine, two_faces, tmp_path):
     core = cv2.erode(mic.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0  # outside a 2 px feather
     changed = np.abs(comp - plate).max(-1) > 0.01 * np.maximum(plate.max(-1), 0.05)
     assert changed[core].mean() <= 0.01
-    skin = metrics.skin_region(target.lm68, plate.shape[:2]) & ~(cv2.dilate(mic.astype(np.uint8),
-                                                                           np.ones((5, 5), np.uint8)) > 0)
-    assert (matte[skin] >= 0.5).mean() >= 0.8
-    assert "Occlusion" in result.mattes and result.mattes["Occlusion"][core].max() == 0.0
+    # The skin the swap replaces on the clean plate, less the microphone: most of it is still replaced.
+    clean = _preview(engine, shots.load_photo_linear("astronaut"), two_faces, tmp_path).mattes["FaceMatte"]
+    skin = metrics.skin_region(target.lm68, plate.shape[:2]) & (clean >= 0.5) & ~(
+        cv2.dilate(mic.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0)
+    assert skin.sum() > 1000 and (matte[skin] >= 0.5).mean() >= 0.8
+    assert (result.mattes["Occlusion"][core] == 0.0).mean() >= 0.95  # the layer says where the occluder is
+    assert (result.mattes["Occlusion"][skin] > 0.5).mean() > 0.8
 
 
 def test_open_target_mouth_stays_open(engine, tmp_path):

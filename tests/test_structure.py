@@ -230,7 +230,9 @@ def _swap(photos, plate, out: Path, *extra: str) -> dict[str, np.ndarray]:
     from engine.cli import main  # what `python -m engine swap` runs, in this process so the plug-ins exist
 
     assert main(["swap", "--source", photos["astronaut"], "--target", plate, "--output", str(out), "--quiet",
-                 "--swapper", "test_constant", "--colour-match", "none", *extra]) == 0
+                 "--swapper", "test_constant", "--colour-match", "none", *extra,
+                 # the steps after the swapper off: the constant colour must come through as painted
+                 "--lighting-strength", "0", "--blend-mode", "none", "--no-detail-match"]) == 0
     (name,) = os.listdir(out)
     ch, attrs = read(str(out / name))
     ch["models"] = json.loads(attrs["facefusion:models"])

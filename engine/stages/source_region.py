@@ -163,7 +163,9 @@ def source_region_mask(crop_srgb: np.ndarray, landmarks: np.ndarray, feather: fl
     core = skin_distance(lab[samples][None], sample)[0] < 1.5
     if core.sum() >= _MIN_SAMPLES:
         sample = sample[core]
-    if not plausible_skin(sample):
+    # A black-and-white photo has no hue to judge: its skin is told apart by lightness and texture alone.
+    monochrome = float(np.median(np.hypot(lab[..., 1], lab[..., 2]))) < 2.0
+    if not monochrome and not plausible_skin(sample):
         return np.zeros((h, w), np.float32)  # cheeks covered (a mask, a hand in a glove): nothing to take
     dist = skin_distance(lab, sample)
 
