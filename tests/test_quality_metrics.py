@@ -8,7 +8,8 @@ import cv2
 import numpy as np
 import pytest
 
-from engine.quality import metrics
+from engine.errors import EngineError
+from engine.quality import metrics, report
 from engine.quality.faces import FaceAnalyser, read_rgb
 from engine.quality.reference_poisson import poisson_swap
 from engine.stages.colour_match import lab_to_lin
@@ -197,3 +198,46 @@ def test_the_quality_command_renders_measures_and_writes_report_and_sheets(tmp_p
     for sheet in ("frames.png", "faces.png"):
         img = cv2.imread(str(out / sheet))
         assert img is not None and img.shape[0] >= 160
+
+
+def test_annotations_read_from_json_or_an_annotation_module_in_engine_frame_numbers(tmp_path):
+    module = tmp_path / "faces.py"
+    module.write_text('"""doc"""\nFACES: dict = {0: [(10, 20, 70, 80)], 4: [(1, 2, 3, 4), (5, 6, 7, 8)]}\n'
+                      'import os\nos.remove(__file__)\n')  # never run: the file must survive being read
+    faces = report.load_annotations(str(module))
+    assert sorted(faces) == [1, 5] and module.exists()  # decode index 0 is the movie's frame 1
+    assert np.array_equal(faces[1][0], [10, 20, 70, 80]) and len(faces[5]) == 2
+    data = tmp_path / "faces.json"
+    data.write_text(json.dumps({"1001": [[0, 0, 60, 60]]}))
+    assert np.array_equal(report.load_annotations(str(data))[1001][0], [0, 0, 60, 60])
+    data.write_text("{broken")
+    with pytest.raises(EngineError, match="cannot be used"):
+        report.load_annotations(str(data))
+    assert len(report.load_annotations("tests/walkers_annotations.py")) == 10
+
+
+def test_faces_under_60_px_are_summarised_apart_from_the_target_faces():
+    run = report.Run("engine")
+    plate = np.full((40, 40, 3), 0.2)
+    run.results, run.mattes, run.untouched = {1: plate}, {1: np.zeros((40, 40))}, [1.0]
+    run.covered = [(100.0, True), (40.0, False), (45.0, True)]
+    for width, de in ((100.0, 1.0), (120.0, 3.0), (40.0, 9.0)):
+        run.faces.append(report.FaceRow(1, np.array([0.0, 0.0, width, width]), de, de, 1.0, 0.3, 0.7, 0.0, 1.0))
+    big, small = report.summary(run, {1: plate}), report.summary(run, {1: plate}, small=True)
+    assert (big["faces"], big["dE76 median"], big["coverage"]) == (2, 2.0, 1.0)
+    assert (small["faces"], small["dE76 median"], small["coverage"]) == (1, 9.0, 0.5)
+
+
+def test_a_face_edge_ratio_sees_its_own_contour_only():
+    x = np.tile(np.arange(300, dtype=np.float64), (100, 1))
+    plate = _grey_from_l(30.0 + 0.1 * x)
+    result, matte = plate.copy(), np.zeros((100, 300))
+    matte[40:60, 40:60] = 1.0
+    matte[40:60, 240:260] = 1.0
+    result[40:60, 240:260] *= 1.4  # a seam on the right face only
+    left = report.face_window(np.array([40.0, 40.0, 60.0, 60.0]), matte.shape)
+    right = report.face_window(np.array([240.0, 40.0, 260.0, 60.0]), matte.shape)
+    assert (left[1].start, left[1].stop, left[0].start, left[0].stop) == (28, 72, 28, 72)
+    assert metrics.edge_ratio(result[left], plate[left], matte[left]) == pytest.approx(1.0)
+    whole = metrics.edge_ratio(result, plate, matte)
+    assert metrics.edge_ratio(result[right], plate[right], matte[right]) > whole > 1.5

@@ -3,6 +3,7 @@ before/after crops of every measured face."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import cv2
@@ -70,12 +71,14 @@ def write_frame_sheet(path: str, plates: dict[int, np.ndarray], run: Run, ref: R
         _write(path, np.vstack(rows))
 
 
-def _face_crop(img: np.ndarray, box: np.ndarray) -> np.ndarray:
+def _face_crop(img: np.ndarray, box: np.ndarray, tile: int = FACE_TILE) -> np.ndarray:
     x0, y0, x1, y1 = box
     cx, cy, half = (x0 + x1) / 2, (y0 + y1) / 2, 0.8 * max(x1 - x0, y1 - y0)
-    m = np.array([[FACE_TILE / (2 * half), 0, FACE_TILE / 2 - cx * FACE_TILE / (2 * half)],
-                  [0, FACE_TILE / (2 * half), FACE_TILE / 2 - cy * FACE_TILE / (2 * half)]])
-    return cv2.warpAffine(img, m, (FACE_TILE, FACE_TILE), flags=cv2.INTER_AREA, borderMode=cv2.BORDER_CONSTANT)
+    s = tile / (2 * half)
+    m = np.array([[s, 0, tile / 2 - cx * s], [0, s, tile / 2 - cy * s]])
+    # Small faces are enlarged: nearest neighbour shows their real pixels (AREA would blur them).
+    interp = cv2.INTER_AREA if s < 1 else cv2.INTER_NEAREST
+    return cv2.warpAffine(img, m, (tile, tile), flags=interp, borderMode=cv2.BORDER_CONSTANT)
 
 
 def write_face_sheet(path: str, plates: dict[int, np.ndarray], faces: dict[int, list[FoundFace]], run: Run,
@@ -96,3 +99,27 @@ def write_face_sheet(path: str, plates: dict[int, np.ndarray], faces: dict[int, 
         blank = np.zeros_like(rows[0])
         rows += [blank] * (-len(rows) % per_row)
         _write(path, np.vstack([np.hstack(rows[i:i + per_row]) for i in range(0, len(rows), per_row)]))
+
+
+def write_face_crops(folder: str, plates: dict[int, np.ndarray], faces: dict[int, list[FoundFace]], run: Run,
+                     ref: Run | None, tile: int = 256) -> int:
+    """One PNG per measured face, ``f<frame>_x<x0>_y<y0>_w<width>.png``: plate | engine | matte overlay |
+    reference crops at ``tile`` px, the evidence to look at face by face. Returns how many were written."""
+    os.makedirs(folder, exist_ok=True)
+    by_face = {(r.frame, tuple(r.box)): r for r in run.faces}
+    written = 0
+    for f in sorted(run.results):
+        plate = _u8(plates[f])
+        for face in faces.get(f, []):
+            row = by_face.get((f, tuple(face.box)))
+            if row is None:
+                continue
+            tiles = [_label(_face_crop(plate, face.box, tile), f"plate {f}"),
+                     _label(_face_crop(_u8(run.results[f]), face.box, tile), f"engine dE {row.de76:.1f}"),
+                     _label(_face_crop(overlay(plate, run.mattes[f]), face.box, tile), "FaceMatte")]
+            if ref is not None:
+                tiles.append(_label(_face_crop(_u8(ref.results[f]), face.box, tile), "reference"))
+            x0, y0, x1, _ = (int(round(v)) for v in face.box)
+            _write(os.path.join(folder, f"f{f:04d}_x{x0}_y{y0}_w{x1 - x0}.png"), np.hstack(tiles))
+            written += 1
+    return written
