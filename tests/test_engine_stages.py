@@ -245,24 +245,30 @@ def test_variable_frame_rate_movie_numbers_frames_the_same_in_any_order(tmp_path
 
 
 def test_analysis_is_reused_across_jobs_and_settings(t1_shot, photos, tmp_path, monkeypatch):
-    """A re-bake after a colour change, a resumed bake or frame-by-frame baking detects nothing again, and the
-    cached analysis gives the same geometry bit for bit."""
+    """One shot analysis per plate and analysis settings: a re-bake after a colour change, another selector or a
+    new engine (read from the cache folder) analyses nothing again and gets the same geometry bit for bit; an
+    analysis setting (the detector) analyses again, once."""
+    import engine.analysis as analysis
+
     monkeypatch.setenv("FACE_FUSION_CACHE_DIR", str(tmp_path / "cache"))
+    calls = []
+    real = analysis.analyse_plate
+    monkeypatch.setattr(analysis, "analyse_plate", lambda run: calls.append(1) or real(run))
     src = [ImageInput(path=photos["astronaut"])]
     plate = ImageInput(path=t1_shot["pattern"])
     eng = Engine()
     eng.run(SwapJob(sources=src, plate=plate, output_dir=str(tmp_path / "a"), settings={}))
-    calls = []
-    real = eng.detect_u8
-    monkeypatch.setattr(eng, "detect_u8", lambda *a: calls.append(1) or real(*a))
+    assert len(calls) == 1
     eng.run(SwapJob(sources=src, plate=plate, output_dir=str(tmp_path / "b"), settings={"colour_match": "gain"}))
-    assert calls == []
+    Engine().run(SwapJob(sources=src, plate=plate, output_dir=str(tmp_path / "c"),
+                         settings={"face_selector": "reference"}))  # the identities are in the analysis
+    assert len(calls) == 1
     for f in range(1, 5):
         a, _ = read(str(tmp_path / "a" / f"facefusion.{f:04d}.exr"))
         b, _ = read(str(tmp_path / "b" / f"facefusion.{f:04d}.exr"))
         assert np.array_equal(a["FaceMatte.A"], b["FaceMatte.A"])  # same faces, same geometry
-    # the reference selector needs identity embeddings the first jobs did not compute: analysed again, once
-    eng.run(SwapJob(sources=src, plate=plate, output_dir=str(tmp_path / "c"), settings={"face_selector": "reference"}))
-    assert len(calls) == 4
-    eng.run(SwapJob(sources=src, plate=plate, output_dir=str(tmp_path / "d"), settings={"face_selector": "reference"}))
-    assert len(calls) == 4
+    eng.run(SwapJob(sources=src, plate=plate, output_dir=str(tmp_path / "d"),
+                    settings={"detector": "blazeface_short_range"}))
+    eng.run(SwapJob(sources=src, plate=plate, output_dir=str(tmp_path / "e"),
+                    settings={"detector": "blazeface_short_range", "detector_upsample": 3}))  # no effect here
+    assert len(calls) == 2

@@ -88,8 +88,8 @@ def test_exr_layers_premultiplication_and_bit_exact_plate(t1_shot, photos, tmp_p
         assert attrs["facefusion:engine_version"] == __version__
         assert json.loads(attrs["facefusion:settings"])["output_mode"] == "face"
         models = json.loads(attrs["facefusion:models"])  # catalogue id -> hash, every model that ran
-        assert models["dlib_hog"].startswith("dlib ") and models["geometric"]
-        assert models["dlib_shape_predictor_68"].startswith("sha256:")
+        assert models["geometric"].startswith("engine ")
+        assert models["blazeface"].startswith("sha256:") and models["mesh_468"].startswith("sha256:")
         assert len(attrs["facefusion:source_identity"]) == 64
     _, comp_attrs = read(str(out_comp / "facefusion.0001.exr"))
     assert json.loads(comp_attrs["facefusion:settings"])["output_mode"] == "composite"
