@@ -114,6 +114,16 @@ def test_flicker_ratio_is_one_when_the_face_follows_the_plate_and_the_ratio_of_c
         metrics.flicker_ratio(results[:2], plates, mattes)
 
 
+def test_face_flicker_links_faces_by_overlap_and_ignores_faces_entering_the_frame():
+    a, b = np.array([0.0, 0.0, 100.0, 100.0]), np.array([300.0, 0.0, 400.0, 100.0])
+    faces = [(1, a, 50.0, 50.0), (2, a + 5, 53.0, 52.0), (3, a + 10, 50.0, 54.0),  # result changes 3, 3; plate 2, 2
+             (2, b, 90.0, 20.0), (3, b, 90.0, 20.0)]  # a still face: changes 0 and 0
+    assert metrics.face_flicker_ratio(faces) == pytest.approx((3 + 3 + 0) / (2 + 2 + 0))
+    assert metrics.face_flicker_ratio(faces[:3] + [(3, b, 10.0, 90.0)]) == pytest.approx(1.5)  # b enters: unlinked
+    assert np.isnan(metrics.face_flicker_ratio([(1, a, 50.0, 50.0), (3, a, 60.0, 60.0)]))  # no consecutive frames
+    assert metrics.box_iou(a, a + 50) == pytest.approx(2500 / 17500)
+
+
 def test_sharpness_ratio_is_one_for_identical_images_and_falls_for_a_softened_face():
     rng = np.random.default_rng(3)
     plate = _grey_from_l(50.0 + rng.normal(0, 4, (120, 120)))
@@ -222,7 +232,8 @@ def test_faces_under_60_px_are_summarised_apart_from_the_target_faces():
     run.results, run.mattes, run.untouched = {1: plate}, {1: np.zeros((40, 40))}, [1.0]
     run.covered = [(100.0, True), (40.0, False), (45.0, True)]
     for width, de in ((100.0, 1.0), (120.0, 3.0), (40.0, 9.0)):
-        run.faces.append(report.FaceRow(1, np.array([0.0, 0.0, width, width]), de, de, 1.0, 0.3, 0.7, 0.0, 1.0))
+        run.faces.append(report.FaceRow(1, np.array([0.0, 0.0, width, width]), de, de, 1.0, 0.3, 0.7, 0.0, 1.0,
+                                        50.0, 50.0))
     big, small = report.summary(run, {1: plate}), report.summary(run, {1: plate}, small=True)
     assert (big["faces"], big["dE76 median"], big["coverage"]) == (2, 2.0, 1.0)
     assert (small["faces"], small["dE76 median"], small["coverage"]) == (1, 9.0, 0.5)

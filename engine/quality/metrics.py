@@ -249,3 +249,35 @@ def coverage(boxes: Sequence[np.ndarray], matte: np.ndarray) -> float:
         region = matte[ys, xs]
         hit += bool(region.size and region.mean() >= 0.5)
     return hit / len(boxes)
+
+
+def box_iou(a: np.ndarray, b: np.ndarray) -> float:
+    """Intersection over union of two boxes x0, y0, x1, y1."""
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return float(inter / union) if union > 0 else 0.0
+
+
+def face_flicker_ratio(faces: Sequence[tuple[int, np.ndarray, float, float]], min_iou: float = 0.5) -> float:
+    """Flicker figure per face: ``faces`` holds (frame, box, mean L* of the result, mean L* of the plate) inside
+    that face's matte; a face in frame f and one in frame f + 1 whose boxes overlap by ``min_iou`` (IoU) are the
+    same face. The figure is the mean absolute change of the result's L* over the linked pairs divided by the
+    plate's (1.0: the face brightens and darkens exactly as the plate's did). Unlike flicker_ratio over the
+    whole matte, faces entering or leaving the frame do not count. NaN without a linked pair."""
+    by_frame: dict[int, list[tuple[np.ndarray, float, float]]] = {}
+    for frame, box, lr, lp in faces:
+        if np.isfinite(lr) and np.isfinite(lp):
+            by_frame.setdefault(frame, []).append((np.asarray(box, np.float64), lr, lp))
+    dr, dp = [], []
+    for frame, now in by_frame.items():
+        for box, lr, lp in by_frame.get(frame + 1, []):
+            ious = [box_iou(box, b) for b, _, _ in now]
+            if ious and max(ious) >= min_iou:
+                _, lr0, lp0 = now[int(np.argmax(ious))]
+                dr.append(abs(lr - lr0))
+                dp.append(abs(lp - lp0))
+    if not dp or np.mean(dp) == 0:
+        return float("nan")
+    return float(np.mean(dr) / np.mean(dp))

@@ -43,6 +43,8 @@ class FaceRow:
     d_original: float
     expression: float
     edge: float  # edge ratio of this face's matte contour alone (face_window)
+    l_result: float  # mean L* inside the matte near the face (face_window grown 0.2), for the per-face flicker
+    l_plate: float
 
     @property
     def width(self) -> float:
@@ -116,11 +118,13 @@ def measure_frame(run: Run, frame: int, plate709: np.ndarray, plate_faces: list[
         skin = metrics.skin_region(face.lm68, matte.shape) & (matte >= 0.5)
         seen = analyser.describe(result_u8, face.box, embed=True)
         ids = metrics.identity_figures([seen.embedding], source_emb, [face.embedding])
-        win = face_window(face.box, matte.shape)
+        win, near = face_window(face.box, matte.shape), face_window(face.box, matte.shape, 0.2)
         run.faces.append(FaceRow(frame, face.box, de76, de00, metrics.sharpness_ratio(result709, plate709, skin),
                                  ids["to_source"], ids["to_original"],
                                  metrics.expression_error(seen.lm68, face.lm68),
-                                 metrics.edge_ratio(result709[win], plate709[win], matte[win])))
+                                 metrics.edge_ratio(result709[win], plate709[win], matte[win]),
+                                 metrics.mean_l_inside(result709[near], matte[near]),
+                                 metrics.mean_l_inside(plate709[near], matte[near])))
 
 
 def face_window(box: np.ndarray, shape: tuple[int, ...], grow: float = 0.6) -> tuple[slice, slice]:
@@ -133,8 +137,8 @@ def face_window(box: np.ndarray, shape: tuple[int, ...], grow: float = 0.6) -> t
 
 
 def summary(run: Run, plates: dict[int, np.ndarray], small: bool = False) -> dict[str, float]:
-    """The run's figures over faces at least TARGET_FACE px wide (``small``: the narrower ones). Flicker and
-    untouched are frame-wide figures, the same in both rows."""
+    """The run's figures over faces at least TARGET_FACE px wide (``small``: the narrower ones). Untouched and
+    the whole-matte flicker are frame-wide figures, the same in both rows."""
     rows = [r for r in run.faces if (r.width < TARGET_FACE) == small]
     frames = sorted(run.results)
 
@@ -154,7 +158,8 @@ def summary(run: Run, plates: dict[int, np.ndarray], small: bool = False) -> dic
         "dE76 median": pct(de76, 50), "dE76 p90": pct(de76, 90),
         "dE00 median": pct(de00, 50), "dE00 p90": pct(de00, 90),
         "edge ratio": mean([r.edge for r in rows]),
-        "flicker ratio": metrics.flicker_ratio([run.results[f] for f in frames], [plates[f] for f in frames],
+        "flicker ratio": metrics.face_flicker_ratio([(r.frame, r.box, r.l_result, r.l_plate) for r in rows]),
+        "flicker whole matte": metrics.flicker_ratio([run.results[f] for f in frames], [plates[f] for f in frames],
                                                [run.mattes[f] for f in frames]),
         "sharpness ratio": mean([r.sharpness for r in rows]),
         "identity to source": mean([r.d_source for r in rows]),
@@ -167,7 +172,8 @@ def summary(run: Run, plates: dict[int, np.ndarray], small: bool = False) -> dic
 
 DEFINITIONS = [
     ("coverage", metrics.coverage), ("dE76 / dE00", metrics.skin_delta_e), ("cheek patches", metrics.cheek_patches),
-    ("edge ratio", metrics.edge_ratio), ("flicker ratio", metrics.flicker_ratio),
+    ("edge ratio", metrics.edge_ratio), ("flicker ratio", metrics.face_flicker_ratio),
+    ("flicker whole matte", metrics.flicker_ratio),
     ("sharpness ratio", metrics.sharpness_ratio), ("high-frequency energy", metrics.high_frequency_energy),
     ("skin region", metrics.skin_region),
     ("identity", metrics.identity_figures), ("expression error", metrics.expression_error),
@@ -307,7 +313,8 @@ def run_report(sources: list[str], target: str, frames: tuple[int | None, int | 
              "Per shot: dE median and 90th percentile over every measured face in every frame; edge ratio the mean "
              "over faces of each face's own (width 3 px, in its box grown by 0.6 of its width); sharpness (skin "
              "region where the matte is at least 0.5), identity and expression the means over measured faces; "
-             "flicker over the whole range and every matte of the frame; untouched the worst frame."]
+             "flicker per face (linked frame to frame by box overlap) over the range, and over the whole matte of "
+             "each frame (faces entering or leaving count there); untouched the worst frame."]
     write_per_frame(os.path.join(output, "per_frame.csv"), [r for r in (engine_run, ref_run) if r is not None])
     notes.append(f"Per frame and face figures: `per_frame.csv`; each measured face's crops ({crops}): `crops/`.")
     write_markdown(os.path.join(output, "report.md"), command, rows, notes)
