@@ -155,9 +155,11 @@ def test_every_swapper_goes_through_the_same_steps(swapper, stand, two_faces, tm
     spy(face_steps, "occlusion_matte")
     eng = Engine(providers="cpu")
     src = shots.load_photo_linear("astronaut")
-    comp = _preview(eng, src, two_faces, tmp_path, swapper=swapper)
+    # dlib's analysis: the stand-in models folder holds only the stand-ins (no MediaPipe files)
+    dlib = {"swapper": swapper, "detector": "dlib_hog", "landmarker": "dlib_68"}
+    comp = _preview(eng, src, two_faces, tmp_path, **dlib)
     assert calls == {"relight": 2, "match_detail": 2, "blend": 2, "occlusion_matte": 2}, calls
-    layer = _preview(eng, src, two_faces, tmp_path, swapper=swapper, output_mode="face")
+    layer = _preview(eng, src, two_faces, tmp_path, **dlib, output_mode="face")
     a = layer.rgba[..., 3]
     assert {"FaceMatte", "Skin", "Occlusion"} <= set(comp.mattes)
     zero = a == 0
