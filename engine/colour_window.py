@@ -84,6 +84,7 @@ class ColourWindow:
         # This frame's own tone and detail (engine.track_models: where pooled ones will come from).
         measures = [fc.measures] if fc.measures is not None else []
         tones = [m.tone for m in measures if m.tone is not None]
+        tones = [self.ctx.track_models.smoothed_tone(tones[0], fc.track, frame, self.radius)] if tones else []
         details = [m.detail for m in measures if m.detail is not None]
         # The target's skin where nothing covers it; the swap's skin where it shows the source's own face.
         occlusion = fc.layers.get("Occlusion")

@@ -186,6 +186,10 @@ class Engine:
                     st = skin_stats_of(by_id[face.track_id].stats["skin_colour"]["frames"].get(str(f)))
                     if st is not None:
                         stats[(face.track_id, f)] = st
+        tracks = {t.track_id: t for t in analysis.tracks}
+        for f in near:  # the plate skin tones the lighting step smooths its level by (engine.track_models)
+            for face in selected[f]:
+                ctx.track_models.add_tone(face.track_id, f, tracks[face.track_id].stats.get("skin_tone"))
         return {f: selected[f] for f in todo}, stats
 
     @staticmethod

@@ -1,16 +1,16 @@
 """Models of a track's plate face that the compositing steps use: its skin model (classic occlusion matte), its
 skin tone (lighting level and colour) and its plate detail (sharpness and grain).
 
-This is the single place that decides where those come from. Today each is measured on the frame's own crop, so
-a frame's pixels never depend on the frame range a job renders nor on preview against bake. The next step is
-to read them pooled along the track from the shot analysis's table of track statistics
-(``engine.analysis.stats.TRACK_STATISTICS``: one entry each for tone, detail and the skin model) and hand them
-to ``ColourWindow`` beside the skin colour statistics.
+This is the single place that decides where those come from. Each is measured on the frame's own crop (so a
+frame's pixels never depend on the frame range a job renders, nor preview on bake); the tone's level and colour
+are smoothed along the track by the shot analysis's ``skin_tone`` statistic (``engine.analysis.stats``), read
+here. Detail and the skin model are next to move into that table.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -82,7 +82,25 @@ def plate_px(m: np.ndarray) -> float:
 
 @dataclass
 class TrackModels:
-    """Per-track models of one job (see the module's note on where they will come from)."""
+    """Per-track models of one job (see the module's note on where they come from)."""
+
+    tones: dict[tuple[int, int], SkinTone] = field(default_factory=dict)  # (track, frame) -> shot analysis tone
+
+    def add_tone(self, track: int, frame: int, stored: dict[str, Any] | None) -> None:
+        """One frame's skin tone from the shot analysis's ``skin_tone`` statistic (absent in an older cache)."""
+        value = (stored or {}).get("frames", {}).get(str(frame))
+        if value is not None:
+            self.tones[(track, frame)] = SkinTone(np.array(value["mean"]), float(value["pixels"]))
+
+    def smoothed_tone(self, own: SkinTone | None, track: int, frame: int, radius: int) -> SkinTone | None:
+        """This frame's own tone with its level and colour smoothed along the track: scaled by the pooled tone of
+        the frames within ``radius`` over this frame's, both from the shot analysis (measured alike, so the
+        region the frame's own tone came from does not bias it). Unchanged when the analysis has none."""
+        here = self.tones.get((track, frame))
+        window = [self.tones[(track, g)] for g in range(frame - radius, frame + radius + 1) if (track, g) in self.tones]
+        if own is None or here is None or not window:
+            return own
+        return SkinTone(own.mean * SkinTone.pooled(window).mean / np.maximum(here.mean, 1e-6), own.pixels)
 
     def skin_model(self, track: int, crop_srgb: np.ndarray, lm: np.ndarray) -> TargetSkinModel | None:
         """The skin model for this face: learned from its own crop today (``track`` names the entry of the shot

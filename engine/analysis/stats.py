@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from engine import track_models
 from engine.io import colour
-from engine.stages import colour_match, geometry68, masks
+from engine.stages import colour_match, geometry68, lighting, masks
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, transform_points, warp_crop
 from engine.stages.contracts import Face
 
@@ -65,8 +66,26 @@ def skin_stats_of(value: dict[str, list[float]] | None) -> colour_match.SkinStat
                                   np.array(value["lab_std"]))
 
 
+def skin_tone(tf: TrackFrame) -> dict[str, Any] | None:
+    """The plate face's mean skin colour (linear Rec.709) and pixel count, where the lighting step measures it
+    (engine.track_models.measure_region with the default matte): what its level is smoothed along the track by."""
+    crop, lm = tf.crop709()
+    pts78 = geometry68.with_forehead(lm)
+    region = track_models.measure_region(masks.skin_matte(pts78, lm, STATS_CROP),
+                                         masks.face_matte(pts78, STATS_CROP, 0.03, 0.06))
+    tone = lighting.skin_tone(crop, region)
+    return None if tone is None else {"mean": tone.mean.tolist(), "pixels": tone.pixels}
+
+
+def skin_tone_of(value: dict[str, Any] | None) -> lighting.SkinTone | None:
+    if value is None:
+        return None
+    return lighting.SkinTone(np.array(value["mean"]), float(value["pixels"]))
+
+
 TRACK_STATISTICS: dict[str, TrackStatistic] = {
     "skin_colour": TrackStatistic(skin_colour),
+    "skin_tone": TrackStatistic(skin_tone),
 }
 
 
