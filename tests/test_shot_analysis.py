@@ -16,7 +16,7 @@ from engine.analysis import store
 from engine.io.plates import Plate
 from engine.job import ImageInput, SwapJob
 from engine.pipeline import Engine
-from engine.settings import BY_NAME, validate
+from engine.settings import validate
 from engine.stages.track_bridge import eye_distance
 from tests.conftest import read, run_cli
 
@@ -63,9 +63,6 @@ def _pixels(folder: str, frame: int) -> dict[str, np.ndarray]:
     return ch
 
 
-# The lighting, detail and blend steps (issue 10, in progress) still pool measures of the frames a job swaps;
-# until they read them from the analysis's track statistics they are off here (where the schema has them).
-POOLED_IN_JOB = {"lighting_strength": 0.0, "detail_match": False, "blend_mode": "none"}
 SELECTORS = [
     {"face_selector": "all"},
     {"face_selector": "largest"},
@@ -76,7 +73,6 @@ SELECTORS = [
 
 @pytest.mark.parametrize("selector", SELECTORS, ids=[s["face_selector"] for s in SELECTORS])
 def test_split_and_single_frame_renders_equal_the_single_run(cache_dir, two_faces, source, tmp_path, selector):
-    selector = {**selector, **{k: v for k, v in POOLED_IN_JOB.items() if k in BY_NAME}}
     eng = Engine()
     whole = str(tmp_path / "whole")
     _render(eng, two_faces, source, whole, selector)
