@@ -17,6 +17,7 @@ from typing import Any
 
 from engine import __version__
 from engine.analysis.record import FORMAT, ShotAnalysis
+from engine.analysis.stats import TRACK_STATISTICS
 
 ENV_CACHE_DIR = "FACE_FUSION_CACHE_DIR"
 
@@ -34,7 +35,8 @@ def cache_root() -> Path | None:
 def analysis_key(plate_identity: Any, colorspace: str, frames: list[int], settings: dict[str, Any],
                  extra: dict[str, Any] | None = None) -> str:
     ident = {"plate": plate_identity, "colorspace": colorspace, "frames": [frames[0], frames[-1]],
-             "settings": settings, "engine": __version__, "format": FORMAT, **(extra or {})}
+             "settings": settings, "engine": __version__, "format": FORMAT,
+             "statistics": sorted(TRACK_STATISTICS), **(extra or {})}  # a new statistic: analysed again
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:32]
 
 
