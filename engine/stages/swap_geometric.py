@@ -33,7 +33,9 @@ class GeometricSwapper:
         self._source = source_texture
         self.keep_eyes_mouth = keep_eyes_mouth
         self.shape_transfer = shape_transfer
-        self._tris: np.ndarray | None = None
+        # per source image (by id), like the region: a triangulation of whichever face a job saw first would make
+        # a frame's pixels depend on the job's frame range (Delaunay picks differently on near-cocircular points)
+        self._tris: dict[int, np.ndarray] = {}
         self._region: dict[int, np.ndarray] = {}  # per source crop (by id): where it shows its own face
 
     def swap(self, batch: SwapInput, source: SourceIdentity) -> SwapOutput:
@@ -53,9 +55,10 @@ class GeometricSwapper:
         size = target.shape[0]
         src_img, src_pts = self._source(size, face_size)
         dst_pts = geometry68.with_forehead(self._blend_shape(target_lm68, src_pts[:68]))
-        if self._tris is None:
-            self._tris = geometry68.triangulate(src_pts)
-        map_x, map_y, inside = _piecewise_affine_maps(src_pts, dst_pts, self._tris, size)
+        tris = self._tris.get(id(src_img))
+        if tris is None:
+            tris = self._tris[id(src_img)] = geometry68.triangulate(src_pts)
+        map_x, map_y, inside = _piecewise_affine_maps(src_pts, dst_pts, tris, size)
         warped = cv2.remap(src_img, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         result = np.where(inside[..., None], warped, target).astype(np.float32)
         # The source photo's own face (not its fringe, backdrop or glasses), warped with the same maps.
