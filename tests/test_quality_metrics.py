@@ -228,13 +228,12 @@ def test_annotations_read_from_json_or_an_annotation_module_in_engine_frame_numb
 
 def test_faces_under_60_px_are_summarised_apart_from_the_target_faces():
     run = report.Run("engine")
-    plate = np.full((40, 40, 3), 0.2)
-    run.results, run.mattes, run.untouched = {1: plate}, {1: np.zeros((40, 40))}, [1.0]
+    run.frames, run.levels, run.untouched = [1], [(50.0, 50.0)], [1.0]
     run.covered = [(100.0, True), (40.0, False), (45.0, True)]
     for width, de in ((100.0, 1.0), (120.0, 3.0), (40.0, 9.0)):
         run.faces.append(report.FaceRow(1, np.array([0.0, 0.0, width, width]), de, de, 1.0, 0.3, 0.7, 0.0, 1.0,
                                         50.0, 50.0))
-    big, small = report.summary(run, {1: plate}), report.summary(run, {1: plate}, small=True)
+    big, small = report.summary(run), report.summary(run, small=True)
     assert (big["faces"], big["dE76 median"], big["coverage"]) == (2, 2.0, 1.0)
     assert (small["faces"], small["dE76 median"], small["coverage"]) == (1, 9.0, 0.5)
 

@@ -149,8 +149,14 @@ def flicker_ratio(results: Sequence[np.ndarray], plates: Sequence[np.ndarray], m
     frames or a plate that does not change at all."""
     if not (len(results) == len(plates) == len(mattes)):
         raise ValueError("pass one result, plate and matte per frame")
-    r = np.array([mean_l_inside(x, m) for x, m in zip(results, mattes, strict=True)])
-    p = np.array([mean_l_inside(x, m) for x, m in zip(plates, mattes, strict=True)])
+    return flicker_from_levels([mean_l_inside(x, m) for x, m in zip(results, mattes, strict=True)],
+                               [mean_l_inside(x, m) for x, m in zip(plates, mattes, strict=True)])
+
+
+def flicker_from_levels(result_levels: Sequence[float], plate_levels: Sequence[float]) -> float:
+    """flicker_ratio from each frame's mean L* inside the matte (result, plate), in frame order: what a long
+    shot keeps instead of its frames."""
+    r, p = np.asarray(result_levels, np.float64), np.asarray(plate_levels, np.float64)
     ok = ~(np.isnan(r[1:]) | np.isnan(r[:-1]) | np.isnan(p[1:]) | np.isnan(p[:-1]))
     if not ok.any():
         return float("nan")

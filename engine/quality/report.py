@@ -26,7 +26,7 @@ from engine.outputs import output_name
 from engine.quality import metrics
 from engine.quality.faces import FaceAnalyser, FoundFace, read_rgb, to_u8
 from engine.quality.reference_poisson import poisson_swap
-from engine.quality.sheets import write_face_crops, write_face_sheet, write_frame_sheet
+from engine.quality.sheets import sampled, write_face_crops, write_face_sheet, write_frame_sheet
 
 MIN_FACE = 30.0  # faces smaller than this (box side, px) are not measured: dlib's landmarks are unreliable there
 TARGET_FACE = 60.0  # the issue's targets apply to faces at least this wide; smaller ones get their own row
@@ -56,8 +56,11 @@ class Run:
     """One row of the report: the engine's result or a reference swap, measured frame by frame."""
 
     name: str
-    results: dict[int, np.ndarray] = field(default_factory=dict)  # linear Rec.709 RGB per frame
+    keep: set[int] = field(default_factory=set)  # frames whose images are kept for the contact sheets
+    results: dict[int, np.ndarray] = field(default_factory=dict)  # linear Rec.709 RGB of the kept frames
     mattes: dict[int, np.ndarray] = field(default_factory=dict)
+    frames: list[int] = field(default_factory=list)  # every measured frame, in order
+    levels: list[tuple[float, float]] = field(default_factory=list)  # mean L* inside the matte: result, plate
     faces: list[FaceRow] = field(default_factory=list)
     edge: list[float] = field(default_factory=list)
     untouched: list[float] = field(default_factory=list)
@@ -104,8 +107,11 @@ def measure_frame(run: Run, frame: int, plate709: np.ndarray, plate_faces: list[
                   annotated: list[np.ndarray] | None = None) -> None:
     """Every per-frame figure of one run at the plate's faces found by the independent detector run (coverage on
     the hand-annotated boxes instead, when given)."""
-    run.results[frame] = result709
-    run.mattes[frame] = matte
+    # A long 1080p shot does not fit in memory: only the sheets' frames are kept, the rest as figures.
+    if frame in run.keep:
+        run.results[frame], run.mattes[frame] = result709, matte
+    run.frames.append(frame)
+    run.levels.append((metrics.mean_l_inside(result709, matte), metrics.mean_l_inside(plate709, matte)))
     boxes = annotated if annotated is not None else [f.box for f in plate_faces]
     run.coverage.append(metrics.coverage(boxes, matte))
     run.covered += [(float(b[2] - b[0]), metrics.coverage([b], matte) == 1.0) for b in boxes]
@@ -136,11 +142,11 @@ def face_window(box: np.ndarray, shape: tuple[int, ...], grow: float = 0.6) -> t
             slice(max(int(x0 - g), 0), min(int(np.ceil(x1 + g)), shape[1])))
 
 
-def summary(run: Run, plates: dict[int, np.ndarray], small: bool = False) -> dict[str, float]:
+def summary(run: Run, small: bool = False) -> dict[str, float]:
     """The run's figures over faces at least TARGET_FACE px wide (``small``: the narrower ones). Untouched and
     the whole-matte flicker are frame-wide figures, the same in both rows."""
     rows = [r for r in run.faces if (r.width < TARGET_FACE) == small]
-    frames = sorted(run.results)
+    frames = run.frames
 
     def mean(values: list[float]) -> float:
         v = np.array(values, np.float64)
@@ -159,8 +165,7 @@ def summary(run: Run, plates: dict[int, np.ndarray], small: bool = False) -> dic
         "dE00 median": pct(de00, 50), "dE00 p90": pct(de00, 90),
         "edge ratio": mean([r.edge for r in rows]),
         "flicker ratio": metrics.face_flicker_ratio([(r.frame, r.box, r.l_result, r.l_plate) for r in rows]),
-        "flicker whole matte": metrics.flicker_ratio([run.results[f] for f in frames], [plates[f] for f in frames],
-                                               [run.mattes[f] for f in frames]),
+        "flicker whole matte": metrics.flicker_from_levels([r for r, _ in run.levels], [p for _, p in run.levels]),
         "sharpness ratio": mean([r.sharpness for r in rows]),
         "identity to source": mean([r.d_source for r in rows]),
         "identity to original": mean([r.d_original for r in rows]),
@@ -186,7 +191,7 @@ def write_per_frame(path: str, runs: list[Run]) -> None:
     lines = ["run,frame,face_x0,face_y0,face_x1,face_y1,dE76,dE00,sharpness,identity_to_source,"
              "identity_to_original,expression_error,face_edge_ratio,frame_edge_ratio,coverage,untouched_bit_exact"]
     for run in runs:
-        frames = sorted(run.results)
+        frames = run.frames
         per_frame = {f: (run.edge[i], run.coverage[i], run.untouched[i]) for i, f in enumerate(frames)}
         for r in run.faces:
             e, c, u = per_frame[r.frame]
@@ -261,17 +266,24 @@ def run_report(sources: list[str], target: str, frames: tuple[int | None, int | 
     source_emb, source_u8, source_lm = source_identity(analyser, sources)
     plate = Plate(ImageInput(path=target))
     engine_run, ref_run = Run("engine"), Run(f"reference {reference}") if reference else None
-    plates: dict[int, np.ndarray] = {}
+    plates: dict[int, np.ndarray] = {}  # the sheets' frames only
     faces_by_frame: dict[int, list[FoundFace]] = {}
+    crops = 0
     try:
         first = frames[0] if frames[0] is not None else plate.frames[0]
         last = frames[1] if frames[1] is not None else plate.frames[-1]
+        keep = set(sampled(list(range(first, last + 1))))
+        for run in (engine_run, ref_run):
+            if run is not None:
+                run.keep = keep
         for f in range(first, last + 1):
             rgba, gamut = plate.read(f)
             plate709 = colour.to_rec709(np.ascontiguousarray(rgba[..., :3]), gamut)
             plate_u8 = to_u8(colour.srgb_encode(plate709))
             plate_faces = [x for x in analyser.find(plate_u8, embed=True) if x.box[2] - x.box[0] >= MIN_FACE]
-            plates[f], faces_by_frame[f] = plate709, plate_faces
+            faces_by_frame[f] = plate_faces
+            if f in keep:
+                plates[f] = plate709
             path = os.path.join(render_dir, output_name(f))
             px, names, _ = read_exr(path)
             ch = {n: px[..., i] for i, n in enumerate(names)}
@@ -281,8 +293,8 @@ def run_report(sources: list[str], target: str, frames: tuple[int | None, int | 
             stored = rgba[..., :3].astype(np.float16).astype(np.float32) if _half(path) else rgba[..., :3]
             engine_run.untouched.append(metrics.untouched_bit_exact(comp, stored, matte))
             boxes = annotations.get(f, []) if annotations is not None else None
-            measure_frame(engine_run, f, plate709, plate_faces, colour.to_rec709(comp, gamut), matte, analyser,
-                          source_emb, boxes)
+            result709, ref709 = colour.to_rec709(comp, gamut), None
+            measure_frame(engine_run, f, plate709, plate_faces, result709, matte, analyser, source_emb, boxes)
             if ref_run is not None:
                 result_u8, ref_matte = plate_u8.copy(), np.zeros(matte.shape, np.float32)
                 for face in plate_faces:
@@ -291,17 +303,18 @@ def run_report(sources: list[str], target: str, frames: tuple[int | None, int | 
                     result_u8, m = poisson_swap(source_u8, source_lm, result_u8, face.lm68)
                     ref_matte = np.maximum(ref_matte, m)
                 ref_run.untouched.append(metrics.untouched_bit_exact(result_u8, plate_u8, ref_matte))
-                measure_frame(ref_run, f, plate709, plate_faces, colour.srgb_decode(result_u8 / 255.0), ref_matte,
-                              analyser, source_emb, boxes)
+                ref709 = colour.srgb_decode(result_u8 / 255.0)
+                measure_frame(ref_run, f, plate709, plate_faces, ref709, ref_matte, analyser, source_emb, boxes)
+            crops += write_face_crops(os.path.join(output, "crops"), f, plate709, plate_faces, result709, matte,
+                                      [r for r in engine_run.faces if r.frame == f], ref709)
     finally:
         plate.close()
     runs = [r for r in (engine_run, ref_run) if r is not None]
-    rows = {r.name: summary(r, plates) for r in runs}
+    rows = {r.name: summary(r) for r in runs}
     if any(w < TARGET_FACE for r in runs for w, _ in r.covered):
-        rows.update({f"{r.name}, faces < {TARGET_FACE:.0f} px": summary(r, plates, small=True) for r in runs})
+        rows.update({f"{r.name}, faces < {TARGET_FACE:.0f} px": summary(r, small=True) for r in runs})
     write_frame_sheet(os.path.join(output, "frames.png"), plates, engine_run, ref_run)
     write_face_sheet(os.path.join(output, "faces.png"), plates, faces_by_frame, engine_run, ref_run)
-    crops = write_face_crops(os.path.join(output, "crops"), plates, faces_by_frame, engine_run, ref_run)
     notes = [f"Rows 'engine' and 'reference': faces at least {TARGET_FACE:.0f} px wide (the issue's targets apply "
              f"to them); rows '..., faces < {TARGET_FACE:.0f} px': the narrower ones. Faces narrower than "
              f"{MIN_FACE:.0f} px are not measured (coverage still counts annotated ones).",

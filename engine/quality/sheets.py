@@ -13,7 +13,7 @@ from engine.io.colour import srgb_encode
 from engine.quality.faces import FoundFace, to_u8
 
 if TYPE_CHECKING:  # the report imports this module; only the type is needed here
-    from engine.quality.report import Run
+    from engine.quality.report import FaceRow, Run
 
 SHEET_FRAMES = 6
 TILE_W = 480
@@ -47,7 +47,7 @@ def overlay(plate_u8: np.ndarray, matte: np.ndarray) -> np.ndarray:
     return out
 
 
-def _sampled(frames: list[int]) -> list[int]:
+def sampled(frames: list[int]) -> list[int]:
     if len(frames) <= SHEET_FRAMES:
         return frames
     return [frames[int(round(i))] for i in np.linspace(0, len(frames) - 1, SHEET_FRAMES)]
@@ -60,7 +60,7 @@ def _write(path: str, rgb: np.ndarray) -> None:
 
 def write_frame_sheet(path: str, plates: dict[int, np.ndarray], run: Run, ref: Run | None) -> None:
     rows = []
-    for f in _sampled(sorted(run.results)):
+    for f in sampled(sorted(run.results)):
         plate = _u8(plates[f])
         tiles = [_label(_fit(plate, TILE_W), f"plate {f}"), _label(_fit(_u8(run.results[f]), TILE_W), "engine"),
                  _label(_fit(overlay(plate, run.mattes[f]), TILE_W), "FaceMatte")]
@@ -85,7 +85,7 @@ def write_face_sheet(path: str, plates: dict[int, np.ndarray], faces: dict[int, 
                      ref: Run | None, max_faces: int = 24) -> None:
     rows = []
     measured = {(r.frame, tuple(r.box)) for r in run.faces}
-    for f in _sampled(sorted(run.results)):
+    for f in sampled(sorted(run.results)):
         for face in faces.get(f, []):
             if (f, tuple(face.box)) not in measured or len(rows) >= max_faces:
                 continue
@@ -101,25 +101,26 @@ def write_face_sheet(path: str, plates: dict[int, np.ndarray], faces: dict[int, 
         _write(path, np.vstack([np.hstack(rows[i:i + per_row]) for i in range(0, len(rows), per_row)]))
 
 
-def write_face_crops(folder: str, plates: dict[int, np.ndarray], faces: dict[int, list[FoundFace]], run: Run,
-                     ref: Run | None, tile: int = 256) -> int:
-    """One PNG per measured face, ``f<frame>_x<x0>_y<y0>_w<width>.png``: plate | engine | matte overlay |
-    reference crops at ``tile`` px, the evidence to look at face by face. Returns how many were written."""
+def write_face_crops(folder: str, frame: int, plate: np.ndarray, faces: list[FoundFace], result: np.ndarray,
+                     matte: np.ndarray, rows: list[FaceRow], ref: np.ndarray | None, tile: int = 256) -> int:
+    """One PNG per measured face of a frame, ``f<frame>_x<x0>_y<y0>_w<width>.png``: plate | engine | matte
+    overlay | reference crops at ``tile`` px, the evidence to look at face by face. Returns how many were
+    written."""
     os.makedirs(folder, exist_ok=True)
-    by_face = {(r.frame, tuple(r.box)): r for r in run.faces}
+    by_box = {tuple(r.box): r for r in rows}
+    measured = [(f, by_box[tuple(f.box)]) for f in faces if tuple(f.box) in by_box]
+    if not measured:
+        return 0
+    plate_u8, result_u8 = _u8(plate), _u8(result)
+    matte_u8, ref_u8 = overlay(plate_u8, matte), None if ref is None else _u8(ref)
     written = 0
-    for f in sorted(run.results):
-        plate = _u8(plates[f])
-        for face in faces.get(f, []):
-            row = by_face.get((f, tuple(face.box)))
-            if row is None:
-                continue
-            tiles = [_label(_face_crop(plate, face.box, tile), f"plate {f}"),
-                     _label(_face_crop(_u8(run.results[f]), face.box, tile), f"engine dE {row.de76:.1f}"),
-                     _label(_face_crop(overlay(plate, run.mattes[f]), face.box, tile), "FaceMatte")]
-            if ref is not None:
-                tiles.append(_label(_face_crop(_u8(ref.results[f]), face.box, tile), "reference"))
-            x0, y0, x1, _ = (int(round(v)) for v in face.box)
-            _write(os.path.join(folder, f"f{f:04d}_x{x0}_y{y0}_w{x1 - x0}.png"), np.hstack(tiles))
-            written += 1
+    for face, row in measured:
+        tiles = [_label(_face_crop(plate_u8, face.box, tile), f"plate {frame}"),
+                 _label(_face_crop(result_u8, face.box, tile), f"engine dE {row.de76:.1f}"),
+                 _label(_face_crop(matte_u8, face.box, tile), "FaceMatte")]
+        if ref_u8 is not None:
+            tiles.append(_label(_face_crop(ref_u8, face.box, tile), "reference"))
+        x0, y0, x1, _ = (int(round(v)) for v in face.box)
+        _write(os.path.join(folder, f"f{frame:04d}_x{x0}_y{y0}_w{x1 - x0}.png"), np.hstack(tiles))
+        written += 1
     return written
