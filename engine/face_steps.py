@@ -108,6 +108,9 @@ def mattes(ctx: JobContext, crops: list[Crop], swapped: Swapped, refined: list[n
                 layers[name] = np.asarray(per_crop[i], np.float32)
         for layer_matte in layers.values():
             matte = np.minimum(matte, layer_matte)
+        # The layers' bilinear edges leave values far below a half float's precision; snapped to exactly 0
+        # like the face matte's tail, so A = 0 and RGB = 0 agree in the EXR.
+        matte = np.where(matte < 1.0 / 1024, 0.0, matte).astype(np.float32)
         swapped709 = colour.srgb_decode(refined[i])
         target709 = colour.to_rec709(c.target_lin, p.gamut)
         if swapped.regions is not None:  # the source's hair and backdrop never reach a later step: the plate there
