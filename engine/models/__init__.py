@@ -16,6 +16,12 @@ def resolve(model_id: str, models_dir: str | os.PathLike[str] | None = None) -> 
     entry = catalogue.get(model_id)
     folder = catalogue.models_dir(models_dir)
     path = fetch.installed_path(entry, folder)
+    if not path.is_file() and entry.embedded:
+        # The embedded default is fetched into the per-user folder when the engine environment is set up; a folder
+        # of the artist's own neural models (--models-dir, $FACE_FUSION_MODELS_DIR) must not hide it.
+        standard = catalogue.default_models_dir()
+        if fetch.installed_path(entry, standard).is_file():
+            folder, path = standard, fetch.installed_path(entry, standard)
     hint = f"python -m engine models fetch {model_id}" + (f" --models-dir {folder}" if models_dir else "")
     if not path.is_file():
         if entry.package_source is not None and entry.package_source.distribution:
