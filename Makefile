@@ -28,7 +28,7 @@ test-engine: env
 	$(VPY) -m ruff check .
 	$(VPY) -m pytest tests -q -m "not blender"
 
-test-blender: $(STAMP)
+test-blender: env  # the engine the add-on starts needs the embedded models too
 	bash tests/blender/run.sh
 
 lint: $(STAMP)
