@@ -21,7 +21,7 @@ import numpy as np
 
 from engine import audit
 from engine import settings as schema
-from engine.analysis import SOURCE_FACE_MODELS, AnalysisRun, FaceModels, ShotAnalysis, obtain
+from engine.analysis import SOURCE_FACE_MODELS, AnalysisRun, FaceModels, ShotAnalysis, face_models, obtain
 from engine.analysis.stats import skin_stats_of
 from engine.colour_window import ColourWindow, composite_frame
 from engine.errors import EngineError, JobCancelled
@@ -33,7 +33,7 @@ from engine.outputs import output_name, sweep_partials
 from engine.provenance import Provenance, neural_models
 from engine.records import JobContext, PendingFrame, PreviewResult
 from engine.selection import select_faces
-from engine.sources import SourceTexture, analyse_sources
+from engine.sources import SourceTexture, analyse_sources, photo_detectors
 from engine.stages import registry
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, warp_crop
 from engine.stages.colour_match import SkinStats
@@ -63,7 +63,7 @@ class Engine:
         self._lock = threading.RLock()  # dlib's shape predictor and embedding net are shared under this lock
         # Bounded: a long-lived engine sees many sources over a session (edited photos, packed images).
         self._sources: OrderedDict[str, tuple[SourceIdentity, list[str]]] = OrderedDict()
-        self._textures: OrderedDict[tuple[str, bool, int], SourceTexture] = OrderedDict()
+        self._textures: OrderedDict[tuple[str, str, bool, int], SourceTexture] = OrderedDict()
         self._analyses: OrderedDict[str, ShotAnalysis] = OrderedDict()  # the last plates' shot analyses
         self.fail_frames: frozenset[int] = frozenset()  # test hook: detector and mesh see nothing on these frames
 
@@ -95,11 +95,19 @@ class Engine:
 
     def describe_faces(self, frame_u8: np.ndarray, faces: list[Face], embed: bool = False,
                        models: FaceModels = SOURCE_FACE_MODELS) -> list[Face]:
-        """Landmarks (and embeddings) of detected faces, sorted left to right."""
+        """Landmarks (and embeddings) of detected faces, sorted left to right. The mesh also keeps its dense
+        points (``mesh468``); a face the landmarker gives no 68 points (the mesh rejected it) is not embedded."""
         with self._lock:
-            registry.create("landmarks", models.landmarker, self.runtime()).landmarks(frame_u8, faces)
+            landmarker = registry.create("landmarks", models.landmarker, self.runtime())
+            if hasattr(landmarker, "analyse"):  # the 468-point mesh
+                for f, res in zip(faces, landmarker.analyse(frame_u8, faces), strict=True):
+                    if f.landmarks68 is not None and res.score >= landmarker.score_threshold:
+                        f.mesh468 = res.points
+            else:
+                landmarker.landmarks(frame_u8, faces)
             if embed:
-                registry.create("recognize", models.recognizer, self.runtime()).embed(frame_u8, faces)
+                registry.create("recognize", models.recognizer, self.runtime()).embed(
+                    frame_u8, [f for f in faces if f.landmarks68 is not None])
         return sorted(faces, key=lambda f: f.centre[0])
 
     def shot_analysis(self, plate: Plate, s: Any, emit: EventSink = _noop,
@@ -123,12 +131,20 @@ class Engine:
                   "device_id": 0, "warnings": []})
         return backend
 
-    def source_identity(self, sources: list[ImageInput], warn: EventSink) -> SourceIdentity:
-        key = json.dumps([_input_key(s) for s in sources])
+    def source_identity(self, sources: list[ImageInput], warn: EventSink, s: Any = None) -> SourceIdentity:
+        """The source photos analysed with the job's landmarker (settings ``s``; the defaults when None), so
+        the swapper maps source points onto target points of the same definition; dlib's 128-d identity."""
+        fm = face_models(s if s is not None else schema.validate({}))
+        key = json.dumps([[_input_key(src) for src in sources], fm.landmarker, fm.detector == "dlib_hog"])
         with self._lock:
             if key not in self._sources:
                 msgs: list[str] = []
-                ident = analyse_sources(sources, lambda u8, up: self.analyse_u8(u8, up, embed=True), msgs.append)
+
+                def analyse(u8: np.ndarray, detector: str, upsample: int) -> list[Face]:
+                    models = dataclasses.replace(fm, detector=detector)
+                    return self.analyse_u8(u8, upsample, embed=True, models=models)
+
+                ident = analyse_sources(sources, analyse, msgs.append, photo_detectors(fm.detector))
                 self._sources[key] = (ident, msgs)
                 _trim(self._sources)
             self._sources.move_to_end(key)
@@ -139,7 +155,8 @@ class Engine:
 
     def texture(self, identity: SourceIdentity, s: Any) -> SourceTexture:
         """The source texture (and its super-resolved versions), shared by every job with the same source."""
-        key = (identity.digest, s.super_resolution, s.sr_denoise)
+        points = hashlib.sha256(np.ascontiguousarray(identity.best.face.landmarks68).tobytes()).hexdigest()
+        key = (identity.digest, points, s.super_resolution, s.sr_denoise)  # same photos, another landmarker
         with self._lock:
             if key not in self._textures:
                 upscaler = denoise_model(s.sr_denoise)
@@ -153,7 +170,7 @@ class Engine:
     def _context(self, job: SwapJob, s: Any, plate: Plate, on_event: EventSink,
                  cancel: threading.Event | None) -> JobContext:
         """The job's fixed parts, its backends loaded (and checked) through the registry."""
-        identity = self.source_identity(job.sources, on_event)
+        identity = self.source_identity(job.sources, on_event, s)
         # Only a swapper that paints the source photo itself uses the (super-resolved) texture.
         texture = self.texture(identity, s) if "source_texture" in registry.wants("swap", s.swapper) else None
         runtime = self.runtime()
