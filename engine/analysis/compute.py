@@ -29,6 +29,10 @@ from engine.stages.shot_cuts import CutDetector
 
 KEEP_FRAMES_BYTES = 768 * 2**20  # 8-bit frames kept in memory between passes up to this size
 EMBED_SAMPLES = 5  # frames per track whose identity embedding is averaged (the most confident ones)
+# Frames whose faces go to a landmarker with a batch dimension together (2d106det). The detectors in the
+# catalogue (SCRFD, RetinaFace, YuNet: input batch 1; BlazeFace, the mesh: LiteRT, batch 1) and 2DFAN4 (batch 1)
+# run frame by frame; dlib is not a graph.
+BATCH_FRAMES = 8
 
 
 @dataclass
@@ -119,16 +123,22 @@ def _per_frame_tracks(frames: _Frames, starts: list[int], detector: Any, landmar
     out: list[TrackRecord] = []
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         per_frame: dict[int, list[Face]] = {}
-        for f in range(a, b):
-            u8 = frames.u8(f)
-            faces = [] if f in fail else detector.detect(u8)
-            if faces:
-                landmarker.landmarks(u8, faces)
-                if all(face.landmarks68 is None for face in faces):
+        for c in range(a, b, BATCH_FRAMES):
+            chunk = list(range(c, min(c + BATCH_FRAMES, b)))
+            images = [frames.u8(f) for f in chunk]
+            found = [[] if f in fail else detector.detect(u8) for f, u8 in zip(chunk, images, strict=True)]
+            if hasattr(landmarker, "landmarks_many"):  # a model with a batch dimension: the chunk's faces at once
+                landmarker.landmarks_many(images, found)
+            else:
+                for u8, faces in zip(images, found, strict=True):
+                    if faces:
+                        landmarker.landmarks(u8, faces)
+            for f, faces in zip(chunk, found, strict=True):
+                if faces and all(face.landmarks68 is None for face in faces):
                     raise EngineError(f"the landmarker {landmarker.id} gives no 68-point set (the mattes, colour "
                                       "regions and swappers need it)",
-                                      "choose the landmarker mesh_468, dlib_68 or 2dfan4")
-            per_frame[f] = [face for face in faces if face.landmarks68 is not None]
+                                      "choose the landmarker mesh_468, dlib_68, 2dfan4 or 2d106")
+                per_frame[f] = [face for face in faces if face.landmarks68 is not None]
         for t in track.link(per_frame):
             filled = track.fill_gaps(t)
             keys = sorted(filled)
