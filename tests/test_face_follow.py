@@ -6,15 +6,15 @@ from __future__ import annotations
 import os
 
 import av
-import mediapipe_support as ms
 import numpy as np
 import pytest
-import walkers_annotations as wa
 
 from engine.stages import face_follow as ff
 from engine.stages.detect_blazeface import BlazeFaceDetector, iou_matrix
 from engine.stages.landmarks_mesh468 import Mesh468Landmarker
 from engine.stages.track_bridge import eye_distance
+from tests import mediapipe_support as ms
+from tests import walkers_annotations as wa
 
 CLIP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "walkers_1080p.mp4")
 DETECTOR_SCORE = 0.5  # the follower's detector threshold: the mesh and track consistency reject what it lets in

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import threading
 
-import mediapipe_support as ms
 import numpy as np
 import pytest
 
 from engine.stages import detect_blazeface as bf
+from tests import mediapipe_support as ms
 
 CASES = list(ms.inputs.CASES)
 

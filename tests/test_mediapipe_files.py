@@ -6,14 +6,14 @@ import os
 import zipfile
 from pathlib import Path
 
-import mediapipe_support as ms
 import numpy as np
 import pytest
-from conftest import run_cli
 
 from engine.errors import EngineError
 from engine.models import catalogue, fetch, resolve, verify, wheel_members
 from engine.runtime.litert import LiteRtModel
+from tests import mediapipe_support as ms
+from tests.conftest import run_cli
 
 IDS = ("blazeface", "blazeface_short_range", "mesh_468")
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dlib
 import face_recognition_models as frm
-import mediapipe_support as ms
 import numpy as np
 import pytest
 
 from engine.stages import landmarks_mesh468 as lm
 from engine.stages.detect_blazeface import BlazeFaceDetector, to_face
+from tests import mediapipe_support as ms
 
 MESH_CASES = list(ms.inputs.CASES)
 
