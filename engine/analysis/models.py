@@ -31,7 +31,8 @@ class FaceModels:
         return self.landmarker == MESH
 
 
-# Source photos are stills chosen for a clear face: dlib's HOG and 68 points, as before the shot analysis.
+# dlib's HOG and 68 points: what ``Engine.analyse_u8`` uses unless told otherwise (measuring in tests). Source
+# photos are analysed with the job's landmarker (``engine.sources.photo_detectors`` picks their detector).
 SOURCE_FACE_MODELS = FaceModels()
 
 
