@@ -102,6 +102,11 @@ class ColourWindow:
                 lin709, fc.target709, fc.region, fc.face_scale,
                 plate_px=track_models.plate_px(fc.m), add_grain=s.grain_match, seed=frame,
                 pooled=detail_match.PlateDetail.pooled(details))
+        if region is not None:
+            # Where the swap shows the plate (the source's hair or backdrop was there), the plate's own pixels:
+            # the gain there was measured for the source's skin and turned the plate's forehead pale blue-grey.
+            r = region[..., None]
+            lin709 = lin709 * r + fc.target709 * (1.0 - r)
         if fc.keep is not None:  # the target's own eyes and mouth, after light and detail (they are the plate's)
             k = fc.keep[..., None]
             lin709 = lin709 * (1.0 - k) + fc.target709 * k

@@ -303,3 +303,20 @@ def test_on_real_footage_the_chain_matches_the_plate_in_colour_sharpness_and_edg
         assert de < 4.0 and de < raw_de / 4, des
         assert 0.8 < s < 1.25 and raw_s > 1.5, sharp  # the photo is far sharper than the plate: softened
         assert e < max(raw_e, 1.05), edges
+
+
+def test_a_studio_sheen_is_compressed_and_dark_detail_kept():
+    # A studio key light's specular patch on the source's nose (1.8x the skin around it) must not print onto the
+    # plate as a pale patch; a brow (0.4x) and an HDR glint (6x, above 1.0) pass unchanged.
+    swapped, c = pair("paul_rudd", "astronaut")
+    base = lighting.base_layer(swapped, c["skin"], c["scale"])
+    test = base.copy()
+    test[10:14, 10:14] *= 1.8
+    test[20:24, 20:24] *= 0.4
+    test[30:34, 30:34] = 6.0
+    f = lighting.highlight_factor(test, base)
+    sheen = np.log(test[12, 12] * f[12, 12] / base[12, 12]).mean()
+    assert lighting.HIGHLIGHT_KNEE < sheen < lighting.HIGHLIGHT_LIMIT
+    assert f[22, 22] == pytest.approx(1.0)
+    assert f[32, 32] == pytest.approx(1.0)
+    assert f[2, 40] == pytest.approx(1.0)  # the base itself: no detail, nothing to compress

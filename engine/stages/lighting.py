@@ -29,6 +29,10 @@ BASE_SCALE = 0.04
 MIN_SKIN_PX = 24  # fewer skin pixels than this measure nothing: the caller's pooled tone must be used
 _GAIN_LIMIT = 16.0  # a plausible exposure difference between two lit faces; beyond it something is wrong
 _ROBUST_LOG = 0.3  # pixels whose luminance is this far (in log) from the first base weigh e^-1 in the second
+# Highlight knee of the detail layer (log luminance over the base): a skin's sheen stays, a studio key light's
+# specular patch (log 0.4-0.8 over the base) is brought to at most HIGHLIGHT_LIMIT.
+HIGHLIGHT_KNEE = 0.08
+HIGHLIGHT_LIMIT = 0.22
 _WORK_SIGMA = 3.0  # the base's sigma in working pixels: the fill runs on a crop shrunk to about this
 _LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
 
@@ -112,7 +116,16 @@ def base_layer(lin: np.ndarray, skin: np.ndarray, face_scale: float, scale: floa
 def lighting_gain(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, face_scale: float, *,
                   skin_swapped: np.ndarray | None = None, tone: SkinTone | None = None,
                   target_base: np.ndarray | None = None, scale: float = BASE_SCALE) -> np.ndarray:
-    """Per-pixel, per-channel gain (H, W, 3) that takes the swap's base to the target's.
+    """The gain of ``_gain_and_base`` alone."""
+    return _gain_and_base(swapped, target, skin_target, face_scale, skin_swapped=skin_swapped, tone=tone,
+                          target_base=target_base, scale=scale)[0]
+
+
+def _gain_and_base(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, face_scale: float, *,
+                   skin_swapped: np.ndarray | None = None, tone: SkinTone | None = None,
+                   target_base: np.ndarray | None = None, scale: float = BASE_SCALE
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(gain, the swap's own base). Per-pixel, per-channel gain (H, W, 3) that takes the swap's base to the target's.
 
     ``tone``: the track's pooled skin tone. When given, the target base keeps its shape (this frame's shading)
     but its skin-weighted mean is the pooled one, so level and colour come from many frames (no pulse, and a
@@ -141,7 +154,7 @@ def lighting_gain(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarr
     else:
         raise ValueError(f"the target face has {float(skin_target.sum()):.0f} skin pixels, fewer than "
                          f"{MIN_SKIN_PX}, and no pooled SkinTone was given: pass the track's pooled tone")
-    return np.clip(base_t / base_s, 1.0 / _GAIN_LIMIT, _GAIN_LIMIT).astype(np.float32)
+    return np.clip(base_t / base_s, 1.0 / _GAIN_LIMIT, _GAIN_LIMIT).astype(np.float32), base_s
 
 
 def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, face_scale: float, *,
@@ -152,11 +165,30 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
         raise ValueError(f"lighting strength {strength} is outside [0, 1]; use 1 for the plate's light, 0 for none")
     if strength == 0.0:
         return swapped.astype(np.float32)
-    gain = lighting_gain(swapped, target, skin_target, face_scale, skin_swapped=skin_swapped, tone=tone,
-                         target_base=target_base, scale=scale)
+    gain, base_s = _gain_and_base(swapped, target, skin_target, face_scale, skin_swapped=skin_swapped, tone=tone,
+                                  target_base=target_base, scale=scale)
+    x = np.maximum(swapped, 0.0)
+    gain = gain * highlight_factor(x, base_s)[..., None]
     if strength < 1.0:
         gain = gain**strength  # interpolate in log space: half strength is half the exposure change
-    return (np.maximum(swapped, 0.0) * gain).astype(np.float32)
+    return (x * gain).astype(np.float32)
+
+
+def highlight_factor(swapped: np.ndarray, base: np.ndarray, knee: float = HIGHLIGHT_KNEE,
+                     limit: float = HIGHLIGHT_LIMIT) -> np.ndarray:
+    """Per-pixel luminance factor (H, W) <= 1 that compresses the detail's bright extremes with a soft knee in
+    log space: detail d (log ratio over the base, mean of the channels) up to ``knee`` is kept, above it d
+    approaches ``limit``. A studio-lit source's specular highlights on nose and forehead are detail to the split;
+    carried onto a plate lit otherwise they read as pale grey patches. Dark detail (brows, lids) is untouched."""
+    # The mean of the channels' log ratios: a per-channel gain on the swap (a colour match before) changes nothing.
+    d = np.log(np.maximum(swapped, 1e-6) / np.maximum(base, 1e-6)).mean(-1)
+    over = np.maximum(d - knee, 0.0)
+    span = limit - knee
+    compressed = np.where(d > knee, knee + over / (1.0 + over / span), d)
+    # Far beyond a photo's sheen (log 1.0-1.4, 2.7-4x the base) is scene light a swap kept on purpose (an HDR
+    # plate's glint, a float swapper's): faded back to untouched, so highlights above 1.0 survive.
+    hdr = np.clip((d - 1.0) / 0.4, 0.0, 1.0)
+    return np.exp((1.0 - hdr) * (compressed - d)).astype(np.float32)
 
 
 def _check(lin: np.ndarray, skin: np.ndarray) -> None:

@@ -174,11 +174,21 @@ def source_region_mask(crop_srgb: np.ndarray, landmarks: np.ndarray, feather: fl
     tex_ref = float(np.percentile(tex[samples], 90)) + 1.0
     rough = tex > 4.0 * tex_ref
     skin = (dist < 1.0) & ~(rough & (dist > 0.5)) & outline
+    # A fringe of the skin's own hue (light brown, blond) over the forehead passes the loose shadow allowance
+    # but is darker than the cheeks; a forehead lit like the face is not: above the brows, pixels more than 12 L*
+    # below the cheeks' median are not skin (the plate's forehead stays there rather than a band of hair).
+    mid = float(np.median(sample[:, 0]))
+    band = np.zeros((size, size), np.uint8)
+    cv2.fillPoly(band, [np.round(pts[geometry68.BROWS + list(range(77, 67, -1))]).astype(np.int32)], 1)
+    skin &= ~((band > 0) & (lab[..., 0] < mid - 12.0))
 
     # Eyes, brows, nose and lips are the face whatever their colour.
     features = geometry68.feature_mask(
-        pts, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE, geometry68.OUTER_MOUTH, geometry68.BROWS[:5],
-                    geometry68.BROWS[5:], geometry68.NOSE[:4] + geometry68.NOSE[4:]], 0.02 * scale) > 0.5
+        pts, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE, geometry68.OUTER_MOUTH,
+                    geometry68.NOSE[:4] + geometry68.NOSE[4:]], 0.02 * scale) > 0.5
+    # The brow points run along the brow's middle: their hull is a sliver, and a dark, dense brow around it was
+    # cut out as not-skin, leaving a hole whose 0.5 contour ran round the kept eye (a dark ring on the plate).
+    features |= geometry68.feature_mask(pts, size, [geometry68.BROWS[:5], geometry68.BROWS[5:]], 0.05 * scale) > 0.5
     face = (skin | features) & outline
 
     # Morphology at the face's scale: opening drops skin-coloured specks in hair or backdrop; small holes

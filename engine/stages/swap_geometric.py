@@ -78,6 +78,9 @@ class GeometricSwapper:
         aligned = transform_points(m, source)
         alpha = np.full(68, self.shape_transfer)
         alpha[geometry68.JAW] *= 0.6  # the outline meets the plate: move it less
+        # Brows follow the target's brow line: moved towards the source's, they landed high on some faces and
+        # the target's own brows vanished under source lid skin (a browless face with a dark band above).
+        alpha[geometry68.BROWS] = 0.0
         if self.keep_eyes_mouth:  # the kept eyes and mouth interior must line up with the target's pixels
             alpha[geometry68.LEFT_EYE + geometry68.RIGHT_EYE + geometry68.INNER_MOUTH] = 0.0
         return target + alpha[:, None] * (aligned - target)
@@ -104,10 +107,13 @@ def _piecewise_affine_maps(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, s
     return map_x, map_y, inside
 
 
-def _eyes_mouth_mask(lm68: np.ndarray, size: int, scale: float) -> np.ndarray:
-    """Soft mask of the target's eye openings and inner mouth, grown a little so lids and lips blend."""
+def _eyes_mouth_mask(lm68: np.ndarray, size: int, scale: float, keep_brows: bool = False) -> np.ndarray:
+    """Soft mask of the target's eye openings and inner mouth (and brows), grown a little so lids and lips blend."""
     grow = 0.02 * scale
     mask = geometry68.feature_mask(lm68, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE, geometry68.INNER_MOUTH],
                                   grow)
+    if keep_brows:  # the brow points run along the brow's middle: grown to its width
+        mask = np.maximum(mask, geometry68.feature_mask(lm68, size, [geometry68.BROWS[:5], geometry68.BROWS[5:]],
+                                                        0.04 * scale))
     sigma = max(0.015 * scale, 0.8)
     return np.clip(cv2.GaussianBlur(mask, (0, 0), sigma) * 1.3, 0.0, 1.0)
