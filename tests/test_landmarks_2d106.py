@@ -132,3 +132,42 @@ def test_backend_gives_68_points_batched_over_frames(stand_2d106):
         np.testing.assert_allclose(f.landmarks68, want, atol=1e-2)
         assert f.kps5 is not None and f.kps5.shape == (5, 2)
     _check_dlib_definitions(faces[0][0].landmarks68, lm)
+
+
+def test_shot_analysis_runs_2d106_batched(stand_2d106, tmp_path, monkeypatch):
+    """The analysis no longer refuses 2d106: a 10-frame plate with the SCRFD stand-in (one planted face) gets a
+    track with 68 points on every frame, the landmarker called once per 8-frame chunk."""
+    from engine.analysis import compute
+    from engine.io.plates import Plate
+    from engine.job import ImageInput
+    from engine.pipeline import Engine
+    from engine.settings import validate
+    from engine.stages.landmarks_2d106 import Lmk106Landmarker
+
+    s, *_ = stand_2d106
+    scrfd = standins.build(tmp_path / "scrfd", ["scrfd_2.5g"])  # its file and catalogue entry join the 2d106 ones
+    doc = json.loads(s.catalogue.read_text())
+    entry = next(e for e in json.loads(scrfd.catalogue.read_text())["models"] if e["id"] == "scrfd_2.5g")
+    doc["models"] = [entry if e["id"] == "scrfd_2.5g" else e for e in doc["models"]]
+    (s.models_dir / entry["file"]).write_bytes((scrfd.models_dir / entry["file"]).read_bytes())
+    s.catalogue.write_text(json.dumps(doc, indent=1))
+    registry.clear()
+    calls = []
+    real = Lmk106Landmarker.points106_many
+    monkeypatch.setattr(Lmk106Landmarker, "points106_many",
+                        lambda self, frames, faces: calls.append(len(frames)) or real(self, frames, faces))
+    rng = np.random.default_rng(0)
+    frames = [np.dstack([rng.uniform(0.2, 0.6, (640, 640, 3)), np.ones((640, 640))]).astype(np.float32)
+              for _ in range(10)]
+    plate = Plate(ImageInput(path=shots.write_sequence(frames, str(tmp_path / "plate"))))
+    try:
+        analysis = Engine(providers="cpu").shot_analysis(plate, validate({"detector": "scrfd_2.5g",
+                                                                           "landmarker": "2d106"}))
+    finally:
+        plate.close()
+    assert analysis.info["models"]["landmarker"] == "2d106det"
+    assert calls == [compute.BATCH_FRAMES, 10 - compute.BATCH_FRAMES]
+    (track,) = analysis.tracks
+    assert len(track.source) == 10 and np.isfinite(track.landmarks68).all()
+    lm = track.landmarks68[0]
+    assert lm[0, 0] < lm[8, 0] < lm[16, 0] and lm[8, 1] > lm[36:48, 1].max() > lm[17:27, 1].min()
