@@ -33,7 +33,7 @@ from engine.outputs import output_name, sweep_partials
 from engine.provenance import Provenance, neural_models
 from engine.records import JobContext, PendingFrame, PreviewResult
 from engine.selection import select_faces
-from engine.sources import SourceTexture, analyse_sources, photo_detectors
+from engine.sources import SourceTexture, analyse_sources, landmarks_keeping_mesh, photo_detectors
 from engine.stages import registry
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, warp_crop
 from engine.stages.colour_match import SkinStats
@@ -95,16 +95,9 @@ class Engine:
 
     def describe_faces(self, frame_u8: np.ndarray, faces: list[Face], embed: bool = False,
                        models: FaceModels = SOURCE_FACE_MODELS) -> list[Face]:
-        """Landmarks (and embeddings) of detected faces, sorted left to right. The mesh also keeps its dense
-        points (``mesh468``); a face the landmarker gives no 68 points (the mesh rejected it) is not embedded."""
+        """Landmarks (the mesh's dense points too) and embeddings of faces with 68 points, left to right."""
         with self._lock:
-            landmarker = registry.create("landmarks", models.landmarker, self.runtime())
-            if hasattr(landmarker, "analyse"):  # the 468-point mesh
-                for f, res in zip(faces, landmarker.analyse(frame_u8, faces), strict=True):
-                    if f.landmarks68 is not None and res.score >= landmarker.score_threshold:
-                        f.mesh468 = res.points
-            else:
-                landmarker.landmarks(frame_u8, faces)
+            landmarks_keeping_mesh(registry.create("landmarks", models.landmarker, self.runtime()), frame_u8, faces)
             if embed:
                 registry.create("recognize", models.recognizer, self.runtime()).embed(
                     frame_u8, [f for f in faces if f.landmarks68 is not None])
@@ -139,12 +132,9 @@ class Engine:
         with self._lock:
             if key not in self._sources:
                 msgs: list[str] = []
-
-                def analyse(u8: np.ndarray, detector: str, upsample: int) -> list[Face]:
-                    models = dataclasses.replace(fm, detector=detector)
-                    return self.analyse_u8(u8, upsample, embed=True, models=models)
-
-                ident = analyse_sources(sources, analyse, msgs.append, photo_detectors(fm.detector))
+                ident = analyse_sources(sources, lambda u8, det, up: self.analyse_u8(
+                    u8, up, embed=True, models=dataclasses.replace(fm, detector=det)), msgs.append,
+                    photo_detectors(fm.detector))
                 self._sources[key] = (ident, msgs)
                 _trim(self._sources)
             self._sources.move_to_end(key)

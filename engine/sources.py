@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +40,17 @@ DLIB_PHOTO = (("dlib_hog", 0), ("dlib_hog", 1), ("dlib_hog", 2))
 def photo_detectors(job_detector: str) -> tuple[tuple[str, int], ...]:
     """(detector id, upsample) pairs tried on a source photo, in order."""
     return DLIB_PHOTO + BLAZEFACE_PHOTO if job_detector == "dlib_hog" else BLAZEFACE_PHOTO + DLIB_PHOTO
+
+
+def landmarks_keeping_mesh(landmarker: Any, frame_u8: np.ndarray, faces: list[Face]) -> None:
+    """The landmarker's points on each face; the 468-point mesh also leaves its dense points (``mesh468``) on
+    the faces it accepts (a face it rejects has no 68 points)."""
+    if not hasattr(landmarker, "analyse"):  # not the mesh
+        landmarker.landmarks(frame_u8, faces)
+        return
+    for f, res in zip(faces, landmarker.analyse(frame_u8, faces), strict=True):
+        if f.landmarks68 is not None and res.score >= landmarker.score_threshold:
+            f.mesh468 = res.points
 
 
 def analyse_sources(srcs: list[ImageInput], analyse: Callable[[np.ndarray, str, int], list[Face]],
