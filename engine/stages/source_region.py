@@ -186,9 +186,15 @@ def source_region_mask(crop_srgb: np.ndarray, landmarks: np.ndarray, feather: fl
     features = geometry68.feature_mask(
         pts, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE, geometry68.OUTER_MOUTH,
                     geometry68.NOSE[:4] + geometry68.NOSE[4:]], 0.02 * scale) > 0.5
-    # The brow points run along the brow's middle: their hull is a sliver, and a dark, dense brow around it was
-    # cut out as not-skin, leaving a hole whose 0.5 contour ran round the kept eye (a dark ring on the plate).
-    features |= geometry68.feature_mask(pts, size, [geometry68.BROWS[:5], geometry68.BROWS[5:]], 0.05 * scale) > 0.5
+    # Brow, lid and eye as one region per side: the brow points run along the brow's middle (their hull is a
+    # sliver), and a dense brow or eye shadow on the lid was cut out as not-skin, leaving a hole whose 0.5 contour
+    # ran round the kept eye (a dark ring on the plate).
+    for side in (geometry68.BROWS[:5] + geometry68.LEFT_EYE, geometry68.BROWS[5:] + geometry68.RIGHT_EYE):
+        hull = cv2.convexHull(np.round(pts[side]).astype(np.int32))
+        brow_eye = np.zeros((size, size), np.uint8)
+        cv2.fillConvexPoly(brow_eye, hull, 1)
+        k = int(2 * round(0.02 * scale) + 1)
+        features |= cv2.dilate(brow_eye, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))) > 0
     face = (skin | features) & outline
 
     # Morphology at the face's scale: opening drops skin-coloured specks in hair or backdrop; small holes
