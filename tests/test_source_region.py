@@ -135,3 +135,24 @@ def test_bad_landmarks_are_refused_with_what_to_pass(astronaut):
         source_region_mask(crop, lm[:5])
     with pytest.raises(ValueError, match="H, W, 3"):
         source_region_mask(crop[..., 0], lm)
+
+
+def test_a_skin_hued_fringe_above_the_brows_gets_no_weight_and_the_brows_no_hole(astronaut):
+    # The astronaut's light-brown fringe lies over her forehead inside the outline, in the skin's own hue: it was
+    # taken as face and printed a dark band above the plate's brows. The brows and lids are face, whole.
+    crop, lm = astronaut
+    size = crop.shape[0]
+    pts = points78(lm)
+    mask = source_region_mask(crop, lm)
+    lab = lab_of_srgb(crop)
+    cheeks = geometry68.feature_mask(pts, size, [[2, 3, 4, 48, 31], [14, 13, 12, 54, 35]], 0) > 0.5
+    band = np.zeros((size, size), np.uint8)
+    cv2.fillPoly(band, [np.round(pts[geometry68.BROWS + list(range(77, 67, -1))]).astype(np.int32)], 1)
+    brows = geometry68.feature_mask(pts, size, [geometry68.BROWS[:5], geometry68.BROWS[5:]], 0) > 0.5
+    fringe = (band > 0) & ~brows & (lab[..., 0] < np.median(lab[cheeks][:, 0]) - 15.0)
+    assert fringe.sum() > 200  # the photo has the fringe this test is about
+    assert (mask[fringe] > 0.5).mean() < 0.05
+    for side in (geometry68.BROWS[:5] + geometry68.LEFT_EYE, geometry68.BROWS[5:] + geometry68.RIGHT_EYE):
+        hull = np.zeros((size, size), np.uint8)
+        cv2.fillConvexPoly(hull, cv2.convexHull(np.round(pts[side]).astype(np.int32)), 1)
+        assert (mask[hull > 0] > 0.5).mean() > 0.98
