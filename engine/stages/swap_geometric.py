@@ -19,12 +19,12 @@ from engine.stages.align import FFHQ_TEMPLATE, similarity, transform_points
 from engine.stages.contracts import SourceIdentity, SwapInput, SwapOutput
 from engine.stages.source_region import source_region_mask
 
-# (crop size, target face size in plate pixels) -> (source crop sRGB (S, S, 3), source points (78, 2) in crop)
 # With keep_eyes_mouth, the eye openings are warped onto the target's eye contour (blinks and squints follow)
-# but filled from the source: kept from the plate they cost identity (walkers 40-44, kate_siegel, dlib: closer to
-# the source on 60 % of faces kept, 80 % warped; t1 + astronaut 67 % -> 100 %), and the source's lashes met the
-# plate's eyes as dark rings. The inner mouth is the plate's (an open mouth stays open).
+# but filled from the source, and the inner mouth is the plate's (an open mouth stays open). Eyes kept from the
+# plate cost identity (walkers 40-44, kate_siegel, dlib distance to the source 0.608 kept, 0.586 warped; expression
+# error 0.025 and 0.018) and the source's lashes met the plate's eyes as dark rings.
 KEEP_EYES = False
+# (crop size, target face size in plate pixels) -> (source crop sRGB (S, S, 3), source points (78, 2) in crop)
 SourceProvider = Callable[[int, float], tuple[np.ndarray, np.ndarray]]
 
 
