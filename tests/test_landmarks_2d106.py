@@ -149,7 +149,10 @@ def test_shot_analysis_runs_2d106_batched(stand_2d106, tmp_path, monkeypatch):
     doc = json.loads(s.catalogue.read_text())
     entry = next(e for e in json.loads(scrfd.catalogue.read_text())["models"] if e["id"] == "scrfd_2.5g")
     doc["models"] = [entry if e["id"] == "scrfd_2.5g" else e for e in doc["models"]]
-    (s.models_dir / entry["file"]).write_bytes((scrfd.models_dir / entry["file"]).read_bytes())
+    data = (scrfd.models_dir / entry["file"]).read_bytes()
+    (s.models_dir / entry["file"]).write_bytes(data)
+    # The copy is verified by its sha256 in this folder (the stand-in folder's CRC32 record does not travel).
+    entry["sha256"], entry["size"] = [hashlib.sha256(data).hexdigest()], len(data)
     s.catalogue.write_text(json.dumps(doc, indent=1))
     registry.clear()
     calls = []

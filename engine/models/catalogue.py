@@ -111,8 +111,18 @@ def _entry(raw: dict[str, Any]) -> ModelEntry:
     return entry
 
 
-@lru_cache(maxsize=8)
 def _load(path: str) -> dict[str, ModelEntry]:
+    # Keyed by the file's size and mtime too: a catalogue edited while a long-lived engine runs is read again.
+    try:
+        st = os.stat(path)
+        stamp = (st.st_size, st.st_mtime_ns)
+    except OSError:
+        stamp = (-1, -1)  # _parse raises the clear error
+    return _parse(path, stamp)
+
+
+@lru_cache(maxsize=8)
+def _parse(path: str, _stamp: tuple[int, int]) -> dict[str, ModelEntry]:
     with open(path, encoding="utf-8") as fh:
         doc = json.load(fh)
     entries: dict[str, ModelEntry] = {}
