@@ -28,7 +28,7 @@ import walkers_annotations as wa  # noqa: E402
 
 from engine.models import catalogue, wheel_members  # noqa: E402
 from engine.stages import face_follow as ff  # noqa: E402
-from engine.stages.detect_blazeface import BlazeFaceDetector, iou_matrix  # noqa: E402
+from engine.stages.detect_blazeface import BlazeFaceDetector  # noqa: E402
 from engine.stages.dlib_face import DlibDetector, DlibLandmarker  # noqa: E402
 from engine.stages.landmarks_mesh468 import Mesh468Landmarker  # noqa: E402
 
@@ -45,24 +45,7 @@ def decoded(clip: str, size: tuple[int, int], n: int) -> Iterator[np.ndarray]:
 
 def score(boxes_at: Callable[[int], np.ndarray], scale: float, n: int) -> tuple[int, int, int]:
     """(hits, annotated faces, false positives) over the annotated frames below n."""
-    hits = total = fps = 0
-    for frame, gt_list in wa.FACES.items():
-        if frame >= n:
-            continue
-        gt = np.array(gt_list, float)
-        boxes = np.asarray(boxes_at(frame), float).reshape(-1, 4) * scale
-        dc = np.array(wa.DONT_CARE.get(frame, []), float).reshape(-1, 4)
-        iou = iou_matrix(gt, boxes) if len(boxes) else np.zeros((len(gt), 0))
-        used: set[int] = set()
-        for g in range(len(gt)):
-            free = [j for j in np.argsort(-iou[g]) if iou[g, j] >= 0.3 and j not in used]
-            if free:
-                used.add(free[0])
-                hits += 1
-        fps += sum(1 for j in set(range(len(boxes))) - used
-                   if not (len(dc) and iou_matrix(boxes[[j]], dc).max() >= 0.3))
-        total += len(gt)
-    return hits, total, fps
+    return wa.score(boxes_at, scale, n)
 
 
 def run_follower(clip: str, size: tuple[int, int], n: int, det: BlazeFaceDetector, mesh: Mesh468Landmarker

@@ -45,22 +45,7 @@ def whole(frames, models) -> ff.ShotFaces:
 
 def score_against_annotations(result: ff.ShotFaces) -> tuple[float, float]:
     """(recall at IoU >= 0.3, false positives per annotated frame); don't-care matches count as neither."""
-    hits = total = fps = 0
-    for frame, gt_list in wa.FACES.items():
-        gt = np.array(gt_list, float)
-        boxes = np.array([s.box for _, s in result.at(frame)], float).reshape(-1, 4)
-        dc = np.array(wa.DONT_CARE.get(frame, []), float).reshape(-1, 4)
-        iou = iou_matrix(gt, boxes) if len(boxes) else np.zeros((len(gt), 0))
-        used: set[int] = set()
-        for g in range(len(gt)):
-            free = [j for j in np.argsort(-iou[g]) if iou[g, j] >= 0.3 and j not in used]
-            if free:
-                used.add(free[0])
-                hits += 1
-        for j in set(range(len(boxes))) - used:
-            if not (len(dc) and iou_matrix(boxes[[j]], dc).max() >= 0.3):
-                fps += 1
-        total += len(gt)
+    hits, total, fps = wa.score(lambda f: [s.box for _, s in result.at(f)])
     return hits / total, fps / len(wa.FACES)
 
 

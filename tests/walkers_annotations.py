@@ -10,6 +10,12 @@ Boxes are x0, y0, x1, y1 in 1920x1080 pixels.
 A detection matching a don't-care box (IoU >= 0.3) is neither a hit nor a false positive.
 """
 
+from collections.abc import Callable
+
+import numpy as np
+
+from engine.stages.detect_blazeface import iou_matrix
+
 FACES: dict[int, list[tuple[int, int, int, int]]] = {
     5: [(897, 642, 961, 706), (481, 723, 586, 828), (701, 586, 776, 660), (287, 639, 351, 703),
         (1080, 620, 1137, 677), (874, 636, 925, 686), (469, 619, 514, 664), (1327, 660, 1362, 696)],
@@ -40,3 +46,28 @@ DONT_CARE: dict[int, list[tuple[int, int, int, int]]] = {
     85: [(1380, 683, 1422, 725)],
     95: [(1322, 693, 1365, 735)],
 }
+
+
+def score(boxes_at: Callable[[int], np.ndarray], scale: float = 1.0, frames: int | None = None
+          ) -> tuple[int, int, int]:
+    """(hits, annotated faces, false positives) over the annotated frames (those below ``frames`` when given):
+    each annotated face takes the best unused detection with IoU >= 0.3; an unmatched detection that matches a
+    don't-care box is not counted. ``boxes_at(frame)`` gives (N, 4) boxes, multiplied by ``scale``."""
+    hits = total = fps = 0
+    for frame, gt_list in FACES.items():
+        if frames is not None and frame >= frames:
+            continue
+        gt = np.array(gt_list, float)
+        boxes = np.asarray(boxes_at(frame), float).reshape(-1, 4) * scale
+        dc = np.array(DONT_CARE.get(frame, []), float).reshape(-1, 4)
+        iou = iou_matrix(gt, boxes) if len(boxes) else np.zeros((len(gt), 0))
+        used: set[int] = set()
+        for g in range(len(gt)):
+            free = [j for j in np.argsort(-iou[g]) if iou[g, j] >= 0.3 and j not in used]
+            if free:
+                used.add(free[0])
+                hits += 1
+        fps += sum(1 for j in set(range(len(boxes))) - used
+                   if not (len(dc) and iou_matrix(boxes[[j]], dc).max() >= 0.3))
+        total += len(gt)
+    return hits, total, fps
