@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from engine.errors import EngineError
+from engine.models import resolve
 
 
 def _interpreter_class():
@@ -72,3 +74,21 @@ class LiteRtModel:
             it.set_tensor(self._local.in_index[name], arr)
         it.invoke()
         return {n: np.array(it.get_tensor(i)) for n, i in self._local.out_index.items()}
+
+
+class LiteRtBackend:
+    """What every LiteRT backend (BlazeFace, the face mesh) sets up: its catalogue entry merged with the job's
+    options, the verified model file loaded, its one input and that input's square size."""
+
+    provider = "litert-cpu"
+
+    def __init__(self, entry: Any, runtime: Any = None, **options: Any) -> None:
+        self.entry, self.id = entry, entry.id
+        self.options = {**entry.options, **options}
+        self.model = LiteRtModel(entry.id, resolve(entry.id, getattr(runtime, "models_dir", None)))
+        self.input_name = self.model.input_names[0]
+        self.size = self.model.inputs[self.input_name][0][1]
+
+    @property
+    def score_threshold(self) -> float:
+        return float(self.options.get("score", 0.5))

@@ -21,9 +21,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from engine.models import resolve
 from engine.models.catalogue import ModelEntry
-from engine.runtime.litert import LiteRtModel
+from engine.runtime.litert import LiteRtBackend
 from engine.stages.contracts import Face
 
 # input size -> strides of the anchor layers and anchors per cell of each layer (aspect 1, plus the interpolated
@@ -139,26 +138,16 @@ def to_face(d: Detection) -> Face:
     return Face(box=np.asarray(d.box, np.float64), score=d.score, kps5=kps5.astype(np.float64))
 
 
-class BlazeFaceDetector:
+class BlazeFaceDetector(LiteRtBackend):
     """Detector contract for ``blazeface`` (full-range, tiled on large frames) and ``blazeface_short_range``."""
 
     def __init__(self, entry: ModelEntry, runtime: Any = None, **options: Any) -> None:
-        self.entry, self.id = entry, entry.id
-        self.options = {**entry.options, **options}
-        path = resolve(entry.id, getattr(runtime, "models_dir", None))
-        self.model = LiteRtModel(entry.id, path)
-        self.input_name = self.model.input_names[0]
-        self.size = self.model.inputs[self.input_name][0][1]
+        super().__init__(entry, runtime, **options)
         self.anchors = ssd_anchors(self.size)
         outs = self.model.outputs
         # The regressor output is the one with 16 values per anchor; the other holds the score logits.
         self.box_name = next(n for n, s in outs.items() if s[-1] == 16)
         self.score_name = next(n for n, s in outs.items() if n != self.box_name)
-        self.provider = "litert-cpu"
-
-    @property
-    def score_threshold(self) -> float:
-        return float(self.options.get("score", 0.5))
 
     def detect_region(self, frame_u8: np.ndarray, x: int = 0, y: int = 0, w: int | None = None,
                       h: int | None = None) -> list[Detection]:

@@ -19,9 +19,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from engine.models import resolve
 from engine.models.catalogue import ModelEntry
-from engine.runtime.litert import LiteRtModel
+from engine.runtime.litert import LiteRtBackend
 from engine.stages.contracts import Face, kps5_from_68
 
 # Mesh vertex for each iBUG 300-W point (index = iBUG index), image-left side first as iBUG numbers them.
@@ -87,25 +86,15 @@ def back_to_frame(matrix: np.ndarray, crop_points: np.ndarray) -> np.ndarray:
     return np.hstack([xy, z])
 
 
-class Mesh468Landmarker:
+class Mesh468Landmarker(LiteRtBackend):
     """Landmarker contract for ``mesh_468``: fills ``landmarks68``/``kps5`` and keeps the dense mesh."""
 
     def __init__(self, entry: ModelEntry, runtime: Any = None, **options: Any) -> None:
-        self.entry, self.id = entry, entry.id
-        self.options = {**entry.options, **options}
-        path = resolve(entry.id, getattr(runtime, "models_dir", None))
-        self.model = LiteRtModel(entry.id, path)
-        self.input_name = self.model.input_names[0]
-        self.size = self.model.inputs[self.input_name][0][1]
+        super().__init__(entry, runtime, **options)
         outs = self.model.outputs
         self.points_name = next(n for n, s in outs.items() if s[-1] == 468 * 3)
         self.score_name = next(n for n in outs if n != self.points_name)
         self.roi_scale = float(self.options.get("roi_scale", 1.5))
-        self.provider = "litert-cpu"
-
-    @property
-    def score_threshold(self) -> float:
-        return float(self.options.get("score", 0.5))
 
     def fit(self, frame_u8: np.ndarray, roi: tuple[float, float, float, float]) -> MeshResult:
         """The mesh inside one region of interest (frame pixels)."""
