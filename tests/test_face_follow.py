@@ -14,9 +14,10 @@ from engine.stages.detect_blazeface import BlazeFaceDetector, iou_matrix
 from engine.stages.landmarks_mesh468 import Mesh468Landmarker
 from engine.stages.track_bridge import eye_distance
 from tests import mediapipe_support as ms
+from tests import shared_data
 from tests import walkers_annotations as wa
 
-CLIP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "walkers_1080p.mp4")
+CLIP = shared_data.path("walkers_1080p.mp4")
 DETECTOR_SCORE = 0.5  # the follower's detector threshold: the mesh and track consistency reject what it lets in
 # 480 px tiles, not the catalogue's 640: faces of 35-45 px on the 1080p frame score 0.3-0.5 in 640 px tiles and
 # are lost at 0.5 (walkers: recall 0.92 with 640, 0.98 with 480, at twice the detector time on key frames)

@@ -20,8 +20,9 @@ from engine.stages import geometry68, lighting, masks
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, crop_size_for, transform_points, warp_crop
 from engine.stages.colour_match import lin_to_lab
 from engine.stages.contracts import kps5_from_68
+from tests import shared_data
 
-SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
+SHARED = shared_data.DATA
 _LUMA = np.array([0.2126, 0.7152, 0.0722])
 
 

@@ -15,6 +15,7 @@ from engine.quality.faces import FaceAnalyser, aligned_crop, read_rgb
 from engine.stages import geometry68
 from engine.stages.occlusion_classic import TargetSkinModel, fit_skin_model, occlusion_matte
 from engine.stages.source_region import points78
+from tests import shared_data
 
 
 def _exposed(crop: np.ndarray, stops: float, warm: float = 0.0) -> np.ndarray:
@@ -133,8 +134,7 @@ def test_a_darker_frame_of_the_track_is_followed_not_flagged(face):
 def test_on_a_track_of_real_footage_an_occluder_is_found_and_the_skin_stays(draw):
     """A face of the shared walkers clip (about 75 px, soft, magenta cast), its model learned from its own track."""
     av = pytest.importorskip("av")
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data",
-                        "walkers_1080p.mp4")
+    path = shared_data.path("walkers_1080p.mp4")
     if not os.path.exists(path):
         pytest.skip(f"{path} is missing (see ../shared/data/README.md)")
     with av.open(path) as movie:

@@ -11,8 +11,9 @@ import pytest
 from engine import shots
 from engine.io import colour
 from engine.stages.shot_cuts import CutDetector, detect_cuts, shot_ranges
+from tests import shared_data
 
-WALKERS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "walkers_1080p.mp4")
+WALKERS = shared_data.path("walkers_1080p.mp4")
 SIZE = (480, 270)
 
 

@@ -12,8 +12,9 @@ from engine import shots
 from engine.quality.faces import FaceAnalyser, aligned_crop, read_rgb
 from engine.stages import geometry68
 from engine.stages.source_region import lab_of_srgb, points78, source_region_mask
+from tests import shared_data
 
-SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
+SHARED = shared_data.DATA
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,9 @@ from engine.stages.track_bridge import (
     eye_distance,
     interpolate_similarity,
 )
+from tests import shared_data
 
-WALKERS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "walkers_1080p.mp4")
+WALKERS = shared_data.path("walkers_1080p.mp4")
 GAP = list(range(10, 15))
 
 

@@ -23,8 +23,9 @@ sys.path.insert(0, ROOT)
 import cv2  # noqa: E402
 
 from engine import shots  # noqa: E402
+from tests import shared_data  # noqa: E402
 
-PORTRAIT = os.path.join(ROOT, "..", "shared", "data", "photos", "paul_rudd.jpg")  # frontal, plain backdrop
+PORTRAIT = shared_data.path("photos", "paul_rudd.jpg")  # frontal, plain backdrop
 SOURCE_SIDE = 384
 
 
