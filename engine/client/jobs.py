@@ -170,12 +170,14 @@ class JobRequests(ClientState):
                file_prefix: str = "facefusion") -> JobHandle:
         """Render frames of ``plate`` into one EXR per frame in ``output_dir`` (must be under an allowed
         output root of the engine). Events: see ``protocol.EVENT_TYPES``; the last is done, error or cancelled."""
-        out = os.path.abspath(os.fspath(output_dir))
+        # Absolute, but ".." left for the engine to resolve with the symlinks: collapsing it as text (abspath)
+        # changes which folder "link/.." means.
+        out = os.path.join(os.getcwd(), os.fspath(output_dir))
         job = self._submit_job("render", lambda held: {
             **self._images(plate, sources, held), "output_dir": out, "settings": dict(settings or {}),
             "frame_start": frame_start, "frame_end": frame_end, "skip_existing": skip_existing,
             "file_prefix": file_prefix})
-        job.output_dir = out
+        job.output_dir = os.path.realpath(out)
         return job
 
     def preview(self, plate: Any, sources: list[Any], frame: int, settings: dict[str, Any] | None = None,

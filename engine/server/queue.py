@@ -63,7 +63,9 @@ class JobQueue(ClientSlots):
         kind = protocol.JOB_KINDS[req["op"]]
         settings = settings_schema.validate(req.get("settings", {})) if kind.settings else {}
         if kind.writes_files:
-            _ = self._check_output_dir(req["output_dir"])
+            # The job keeps the resolved folder, never the spelling it came with: the pipeline makes the folder
+            # with abspath, which collapses "link/.." textually and would land outside the root.
+            req = {**req, "output_dir": self._check_output_dir(req["output_dir"])}
         with self.lock:
             job = Job(next(self._job_ids), kind.name, client, req)
             try:
@@ -85,6 +87,7 @@ class JobQueue(ClientSlots):
         return REPLIED
 
     def _check_output_dir(self, path: str) -> str:
+        """The real folder ``path`` names (every symlink resolved), refused unless it lies under an allowed root."""
         if not os.path.isabs(path):
             raise Refused(f"output_dir {path!r} must be an absolute path")
         real = os.path.realpath(path)
@@ -157,6 +160,8 @@ class JobQueue(ClientSlots):
 
         try:
             kind = protocol.JOB_KINDS[job.kind]
+            if kind.writes_files:  # a symlink swapped in while the job waited in the queue: resolve and check again
+                job.req = {**job.req, "output_dir": self._check_output_dir(job.req["output_dir"])}
             run = getattr(runners, kind.runner)  # by name, when it runs: the table travels without the runners
             out = run(self.engines, job.req, inputs[kind.image], inputs.get("sources", []),
                       inputs.get("settings", {}), emit, job.cancel)

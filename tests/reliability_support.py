@@ -1,0 +1,85 @@
+"""Helpers of the reliability tests (issue 11): a tiny real plate, a real engine subprocess whose exit code is
+checked, raw authenticated channels and special files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from engine import PROTOCOL_VERSION, protocol, transport
+from engine.client import EngineClient
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+SETTINGS = {"super_resolution": False}
+
+
+def tiny_shot(folder: str, frames: int = 2) -> dict[str, str]:
+    """A few 96 px PNG frames of a real photo and a 128 px source photo: a render takes seconds."""
+    from engine import shots
+
+    photo = shots.load_photo_linear("astronaut")[0:300, 100:400]
+    plate, _ = shots.render_shot(photo, (96, 96), frames)
+    pattern = shots.write_sequence(plate, os.path.join(folder, "plate"), ext="png")
+    source = shots.write_photo("tom_hanks", os.path.join(folder, "src"), max_side=128)
+    return {"pattern": pattern, "source": source}
+
+
+def start_engine(roots: list[str], **kw: Any) -> EngineClient:
+    return EngineClient.start(PY, root=ROOT, allowed_output_roots=roots, **kw)
+
+
+def close_engine(client: EngineClient) -> None:
+    """Stop an engine this test started and check it ended with exit code 0."""
+    proc = client.process
+    client.close()
+    assert proc is not None and proc.returncode == 0, f"engine exit code {proc and proc.returncode}"
+
+
+def serve_cmd(*args: str) -> list[str]:
+    return [PY, "-m", "engine", "serve", *args]
+
+
+def run_serve(*args: str, stdin: bytes = b"", timeout: float = 30.0) -> subprocess.CompletedProcess:
+    return subprocess.run(serve_cmd(*args), cwd=ROOT, input=stdin, capture_output=True, timeout=timeout)
+
+
+def raw_channel(client: EngineClient) -> transport.Channel:
+    info = transport.read_connection_file(client.socket_dir)
+    return transport.connect(info["address"], bytes.fromhex(info["key"]))
+
+
+def ask(ch: transport.Channel, msg: dict | bytes, timeout: float = 10.0) -> dict:
+    """Send one message, return the next reply (events and notices in between are skipped)."""
+    ch.conn.send_bytes(msg if isinstance(msg, bytes) else json.dumps(msg).encode())
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        assert left > 0 and ch.poll(left), f"no reply within {timeout} s"
+        got = protocol.decode(ch.recv_bytes())
+        if got.get("kind") == "reply":
+            return got
+
+
+def hello(ch: transport.Channel) -> dict:
+    reply = ask(ch, protocol.request("hello", 1, protocol=PROTOCOL_VERSION, client="test"))
+    assert reply["ok"], reply
+    return reply
+
+
+def wait_until(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout} s")
+        time.sleep(0.05)
+
+
+def exrs(folder: str) -> list[str]:
+    return sorted(n for n in os.listdir(folder) if n.endswith(".exr") and not n.startswith(".")) \
+        if os.path.isdir(folder) else []
