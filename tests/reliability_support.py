@@ -83,3 +83,53 @@ def wait_until(cond: Callable[[], Any], timeout: float = 10.0, what: str = "cond
 def exrs(folder: str) -> list[str]:
     return sorted(n for n in os.listdir(folder) if n.endswith(".exr") and not n.startswith(".")) \
         if os.path.isdir(folder) else []
+
+
+def can_mount_private_tmpfs() -> str:
+    """'' when this process may give a child its own small /dev/shm (root, mount namespaces); else why not."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        return "needs root on Linux to mount a small private tmpfs on /dev/shm"
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                            "mount -t tmpfs -o size=1m tmpfs /dev/shm"], capture_output=True, timeout=30)
+    return "" if probe.returncode == 0 else f"unshare/mount refused: {probe.stderr.decode(errors='replace')[:200]}"
+
+
+class RawEngine:
+    """``python -m engine serve`` started by hand (optionally with its own small /dev/shm), spoken to over raw
+    channels; ``stop()`` returns its exit code."""
+
+    def __init__(self, socket_dir: str, *args: str, shm_mib: int = 0) -> None:
+        self.key = os.urandom(32)
+        cmd = serve_cmd("--socket-dir", socket_dir, "--key-stdin", *args)
+        if shm_mib:
+            cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                   f'mount -t tmpfs -o size={shm_mib}m tmpfs /dev/shm && exec "$@"', "sh", *cmd]
+        env = {**os.environ, "PYTHONPATH": ROOT}
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(self.key.hex().encode() + b"\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line, f"engine exited during start-up with code {self.proc.wait(10)}"
+        self.info = json.loads(line)
+        self.address = self.info["address"]
+
+    def channel(self, greet: bool = True) -> transport.Channel:
+        ch = transport.connect(self.address, self.key)
+        if greet:
+            hello(ch)
+        return ch
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """Ask it to shut down (if still up) and return its exit code."""
+        if self.proc.poll() is None:
+            try:
+                ask(self.channel(), protocol.request("shutdown", 2), timeout=10)
+            except (OSError, EOFError, AssertionError):
+                pass
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(10)

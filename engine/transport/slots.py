@@ -23,6 +23,7 @@ can remove the segments of owners that died (``sweep_dead_segments``).
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import re
@@ -116,6 +117,38 @@ def sweep_dead_segments() -> list[str]:
     return removed
 
 
+_CREATE_LOCK = threading.Lock()  # one segment made at a time: reservations never race each other
+_FALLOCATE = sys.platform.startswith("linux") and hasattr(os, "posix_fallocate")
+
+
+class SegmentNameTaken(SlotError):
+    """The name exists already (left over, or squatted by another local user): pick another name."""
+
+
+def _no_space(capacity: int, free: int | None) -> str:
+    have = f"/dev/shm has {free} bytes free" if free is not None else "the shared memory is full"
+    return f"not enough shared memory for a slot of {capacity} bytes: {have} (in Docker raise --shm-size)"
+
+
+def _reserve(name: str, size: int) -> None:
+    """Create segment ``name`` (exclusively, mode 0600) with all its ``size`` bytes allocated, or raise."""
+    try:
+        fd = _posixshmem.shm_open("/" + name, os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600)
+    except FileExistsError:
+        raise SegmentNameTaken(f"shared memory {name} exists already (another process made it)") from None
+    except OSError as exc:
+        raise SlotError(f"cannot create shared memory {name}: {exc}") from None
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        unlink_segment(name)
+        if exc.errno in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG):
+            raise SlotError(_no_space(size - HEADER_BYTES, shm_free_bytes())) from None
+        raise SlotError(f"cannot reserve {size} bytes of shared memory for {name}: {exc}") from None
+    finally:
+        os.close(fd)
+
+
 def shm_free_bytes() -> int | None:
     try:
         st = os.statvfs("/dev/shm")
@@ -142,13 +175,31 @@ class Slot:
 
     @classmethod
     def create(cls, name: str, capacity: int, *, client_id: int = 0, prefault: bool = True) -> Slot:
-        """Create (engine side). The creator's resource tracker unlinks it if this process is killed."""
+        """Create (engine side). The creator's resource tracker unlinks it if this process is killed.
+
+        Creations are serialised and the space is reserved before anything is mapped (``posix_fallocate`` on
+        Linux; elsewhere a free-space check under the same lock): a full /dev/shm is a clean SlotError, never
+        a SIGBUS when the prefault touches pages tmpfs cannot give."""
         if len(name) > 30:
             raise SlotError(f"segment name {name!r} is longer than 30 characters")
-        try:
-            shm = shared_memory.SharedMemory(name=name, create=True, size=HEADER_BYTES + capacity)
-        except OSError as exc:
-            raise SlotError(f"cannot create shared memory {name} of {capacity} bytes: {exc}") from None
+        size = HEADER_BYTES + capacity
+        with _CREATE_LOCK:
+            if _FALLOCATE:
+                _reserve(name, size)
+                shm_args: dict[str, Any] = {"name": name}  # attaching registers it with our tracker too
+            else:
+                free = shm_free_bytes()
+                if free is not None and size > free:
+                    raise SlotError(_no_space(capacity, free))
+                shm_args = {"name": name, "create": True, "size": size}
+            try:
+                shm = shared_memory.SharedMemory(**shm_args)
+            except FileExistsError:
+                raise SegmentNameTaken(f"shared memory {name} exists already (another process made it)") from None
+            except OSError as exc:
+                if _FALLOCATE:
+                    unlink_segment(name)
+                raise SlotError(f"cannot create shared memory {name} of {capacity} bytes: {exc}") from None
         slot = cls(name, shm, shm.buf, capacity, owner=True)
         _HEADER.pack_into(shm.buf, 0, MAGIC, LAYOUT_VERSION, 0, os.getpid(), client_id, capacity, 0)
         if prefault:
