@@ -11,7 +11,9 @@ Per shot, frame by frame in order:
   its detection (drift) is re-fitted from the detection; detections no track claims start new tracks, which are
   followed back to the last key frame (a face that came into view in between is not missing there);
 - off key frames, a track the mesh lost, or follows with a low score, is checked by the detector run on a crop
-  around it (one detector pass on a small region, not the whole frame);
+  around it (one detector pass on a small region, not the whole frame); a low-score mesh at most every
+  ``check_interval`` frames, a track lost for a while only after 1, 2, 4 and 8 missed frames (the crop checks
+  were most of the analysis's time at 1080p, and a face that left the frame was searched for on every frame);
 - a track with no measurement for at most ``bridge.max_gap`` frames is bridged when it is measured again (optical
   flow forward and backward, ``engine.stages.track_bridge``); a longer loss ends it. No track crosses a cut.
 False positives (coats of arms, backs of heads) get detections but not the mesh's face flag: a track needs
@@ -43,7 +45,10 @@ MAX_SIZE_RATIO = 1.5  # a detection more than this much larger or smaller than a
 class FollowOptions:
     key_interval: int = 6  # detector every K absolute frames (and at every shot start)
     mesh_score: float = 0.5  # mesh face score that counts as a face
-    sure_score: float = 0.9  # under this a followed mesh is checked against a detection near it
+    sure_score: float = 0.9  # under this a followed mesh is checked against a detection near it ...
+    # ... at most every this many frames: a mesh sliding off a face loses its score over several frames, and the
+    # check is most of the analysis's cost at 1080p (many small faces score under sure_score on every frame)
+    check_interval: int = 2
     match_iou: float = 0.3  # detection <-> track association
     drift_iou: float = 0.5  # followed box vs its detection under this: re-fit from the detection
     duplicate_iou: float = 0.5  # two tracks overlapping this much are one face: the younger one ends
@@ -70,6 +75,7 @@ class _Live:
     ended: bool = False
     det_scores: list[float] = field(default_factory=list)  # of the detections it was given
     mesh_scores: list[float] = field(default_factory=list)  # of every mesh fitted to it
+    checked: int = -(1 << 30)  # the last frame a detection was matched to it
 
 
 def key_frames(frames: Sequence[int], shot_starts: Sequence[int], interval: int) -> list[int]:
@@ -167,9 +173,16 @@ class _ShotFollower:
             for t in self.live:
                 r = followed.get(t.track_id)
                 if r is None:
-                    near = self._detect_near(im, self._predict(t, f))
-                    dets += near or self._detect_near(im, t.measured[t.last].box)
-                elif r.score < opt.sure_score:  # a mesh sliding off the face loses its score first
+                    missed = f - t.last - 1
+                    if missed & (missed - 1):  # lost for a while: look again after 1, 2, 4, 8 missed frames only
+                        continue  # (key frames search everywhere; most lost tracks are faces that left)
+                    ahead, last = self._predict(t, f), t.measured[t.last].box
+                    near = self._detect_near(im, ahead)
+                    if not near and iou_matrix(ahead[None], last[None])[0, 0] < 0.5:  # else the same crop again
+                        near = self._detect_near(im, last)
+                    dets += near
+                elif r.score < opt.sure_score and f - t.checked >= opt.check_interval:
+                    # a mesh sliding off the face loses its score first
                     dets += self._detect_near(im, mesh_box(r.points))
         # the boxes each track claims detections with: where the mesh followed it, else where it was last seen and
         # where its velocity would have taken it
@@ -186,6 +199,7 @@ class _ShotFollower:
             taken.add(di)
             t, d = self.live[ti], dets[di]
             t.det_scores.append(d.score)
+            t.checked = f
             r = followed.pop(t.track_id, None)
             if r is not None and iou_matrix(mesh_box(r.points)[None], d.box[None])[0, 0] >= opt.drift_iou:
                 self._measure(t, _sample(f, r, Source.DETECTED, r.score), r)
@@ -345,6 +359,8 @@ def follow(frames: Sequence[int], read_u8: Callable[[int], np.ndarray], detector
                          "pass the whole range and pick frames from the result")
     if options.key_interval < 1:
         raise ValueError(f"key_interval must be at least 1, got {options.key_interval}")
+    if options.check_interval < 1:
+        raise ValueError(f"check_interval must be at least 1, got {options.check_interval}")
     if cuts is None:
         cuts = [fl[i] for i in detect_cuts(read_u8(f) for f in fl)]
     starts = sorted({fl[0], *(c for c in cuts if fl[0] < c <= fl[-1])})
