@@ -13,6 +13,7 @@ from typing import Any
 from engine import __version__
 from engine import settings as schema
 from engine.errors import EngineError, JobCancelled
+from engine.farm import command as farm  # analyse, farm, swap --analysis/--settings: render farms (issue 13)
 from engine.job import ImageInput, SwapJob, parse_frames
 
 ALIASES = {"face_selector": ["--selector"], "temporal_smoothing": ["--smoothing"]}
@@ -70,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--models-dir", default=None, help="models folder (default: $FACE_FUSION_MODELS_DIR or the "
                                                        "per-user data folder)")
     add_settings_options(sw)
+    farm.add_swap_options(sw)
+    farm.add_parsers(sub, add_settings_options)
 
     dm = sub.add_parser("demo", help="build a shot from real photos, swap it, write EXRs and a contact sheet")
     dm.add_argument("--output", default="demo_out", help="folder for the demo's files [demo_out]")
@@ -97,10 +100,14 @@ def main(argv: list[str] | None = None) -> int:
         from engine.quality.report import main as quality_main
 
         return quality_main(argv[1:])
+    if argv and argv[0] == "farm":
+        return farm.main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         if args.command == "swap":
             return _swap(args)
+        if args.command == "analyse":
+            return farm.analyse(args, settings_from_args(args))
         if args.command == "demo":
             from engine.demo import run_demo
 
@@ -118,7 +125,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _swap(args: argparse.Namespace) -> int:
-    from engine.pipeline import Engine
     from engine.progress import ProgressPrinter
 
     start, end = parse_frames(args.frames)
@@ -132,7 +138,7 @@ def _swap(args: argparse.Namespace) -> int:
         skip_existing=args.skip_existing,
     )
     printer = ProgressPrinter(quiet=args.quiet)
-    summary = Engine(models_dir=args.models_dir, providers=args.providers).run(job, printer)
+    summary = farm.swap_engine(args, job).run(job, printer)
     printer.close()
     print(f"wrote {summary['frames']} frame(s) to {summary['output_dir']} in {summary['seconds']:.1f} s")
     return 0
