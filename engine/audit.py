@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import __version__
+from engine.io.files import open_regular
 from engine.models.catalogue import default_models_dir
 
 ENV_AUDIT_LOG = "FACE_FUSION_AUDIT_LOG"
@@ -42,7 +43,7 @@ def record(entry: dict[str, Any]) -> str | None:
                        "engine_version": __version__, **entry}, sort_keys=True) + "\n"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = open_regular(str(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # a FIFO would hang the job
         try:
             os.write(fd, line.encode())  # one write per line: O_APPEND keeps concurrent writers' lines whole
         finally:

@@ -18,6 +18,7 @@ from typing import Any
 from engine import __version__
 from engine.analysis.record import FORMAT, ShotAnalysis
 from engine.analysis.stats import TRACK_STATISTICS
+from engine.io.files import open_regular
 
 ENV_CACHE_DIR = "FACE_FUSION_CACHE_DIR"
 
@@ -51,7 +52,10 @@ def load(key: str) -> ShotAnalysis | None:
     if path is None:
         return None
     try:
-        return ShotAnalysis.from_bytes(path.read_bytes())
+        fd = open_regular(str(path), os.O_RDONLY)  # never wait on a FIFO planted at the cache path
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read()
+        return ShotAnalysis.from_bytes(data)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

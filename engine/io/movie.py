@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from engine.errors import EngineError
+from engine.io.files import check_regular
 
 
 class Movie:
     def __init__(self, path: str, what: str = "plate") -> None:
         import av  # PyAV is heavy and only movie plates need it
 
-        if not os.path.exists(path):
-            raise EngineError(f"{what} '{path}' does not exist", "check the path")
+        check_regular(path, what)  # FFmpeg would wait forever on a FIFO
         self.path = path
         self.what = what
         try:

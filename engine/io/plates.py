@@ -14,6 +14,7 @@ import numpy as np
 from engine.errors import EngineError
 from engine.frame_pattern import sequence_files
 from engine.io import colour
+from engine.io.files import check_regular
 from engine.job import ImageInput
 
 MOVIE_EXTENSIONS = {".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v", ".mxf", ".mpg", ".mpeg", ".wmv", ".gif"}
@@ -30,10 +31,7 @@ def _open(path: str, what: str):
     """An OpenImageIO input for ``path``, or an EngineError saying why not."""
     import OpenImageIO as oiio
 
-    if not os.path.exists(path):
-        raise EngineError(f"{what} '{path}' does not exist", "check the path and the frame number")
-    if not os.access(path, os.R_OK):
-        raise EngineError(f"{what} '{path}' cannot be read (permission denied)", "fix the file's permissions")
+    check_regular(path, what)
     inp = oiio.ImageInput.open(path)
     if inp is None:
         msg = oiio.geterror() or "unknown format"
@@ -132,8 +130,7 @@ class Plate:
             self.frames = sorted(self._files)
             self.is_float, self.full_float = image_precision(self._files[self.frames[0]], what)
         else:
-            if not os.path.exists(path):
-                raise EngineError(f"{what} '{path}' does not exist", "check the path")
+            check_regular(path, what)
             self._files[1] = path
             self.frames = [1]
             self.is_float, self.full_float = image_precision(path, what)

@@ -1,0 +1,47 @@
+"""User paths are opened only when they name regular files: a FIFO, socket or device would block an open (or a
+read) forever, and OpenImageIO blocks holding the GIL, which freezes every client of the engine."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from engine.errors import EngineError
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"))
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # opening a FIFO without it waits for the other end
+
+
+def kind_of(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def check_regular(path: str, what: str) -> None:
+    """Raise an EngineError naming ``path`` unless it is an existing, readable regular file (symlinks followed)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise EngineError(f"{what} '{path}' does not exist", "check the path and the frame number") from None
+    except OSError as exc:
+        raise EngineError(f"{what} '{path}' cannot be read ({exc.strerror})", "check the path") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise EngineError(f"{what} '{path}' is {kind_of(st.st_mode)}, not a file", "point it at an image or movie file")
+    if not os.access(path, os.R_OK):
+        raise EngineError(f"{what} '{path}' cannot be read (permission denied)", "fix the file's permissions")
+
+
+def open_regular(path: str, flags: int, mode: int = 0o666) -> int:
+    """``os.open`` that never blocks on a special file and refuses anything but a regular file (OSError)."""
+    fd = os.open(path, flags | _NONBLOCK, mode)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"{kind_of(st.st_mode)}, not a regular file", path)
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
