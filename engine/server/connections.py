@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import queue
 import socket
+import stat
 import threading
 import time
 from typing import Any
@@ -78,9 +79,16 @@ class ClientConn:
 
 
 def remove_stale_socket(address: str) -> None:
-    """A socket file nobody listens on is a crashed engine's leftover: remove it. Refuse when one listens."""
-    if transport.address_family(address) != "AF_UNIX" or not os.path.exists(address):
+    """A socket file nobody listens on is a crashed engine's leftover: remove it. Refuse when one listens, and
+    never remove anything that is not a socket (``--address`` could name any file)."""
+    if transport.address_family(address) != "AF_UNIX":
         return
+    try:
+        mode = os.lstat(address).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise SystemExit(f"--address {address} exists and is not a socket; choose a path where nothing exists")
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.connect(address)
