@@ -11,6 +11,7 @@ import tempfile
 import numpy as np
 
 from engine.errors import EngineError
+from engine.io.files import new_file_mode
 from engine.outputs import PARTIAL_SUFFIX, partial_prefix
 
 
@@ -48,6 +49,7 @@ def write_exr(path: str, rgba: np.ndarray, layers: dict[str, np.ndarray], *, int
         ok = out.close() and ok
         if not ok:
             raise EngineError(f"writing '{path}' failed ({err.strip()})", "check free disk space")
+        os.chmod(tmp, new_file_mode())  # farm accounts and colleagues read the frames; mkstemp made it 0600
         os.replace(tmp, path)
     except BaseException:
         try:

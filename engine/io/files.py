@@ -45,3 +45,23 @@ def open_regular(path: str, flags: int, mode: int = 0o666) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it where the system allows (setting it, even for a moment,
+    would race with threads creating files)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode() -> int:
+    """The mode a plain ``open(path, "w")`` would give: 0o666 less the umask (mkstemp's 0600 must not survive)."""
+    return 0o666 & ~_umask()
