@@ -133,3 +133,20 @@ class RawEngine:
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+def write_huge_png(path: str, side: int) -> None:
+    """A 1-bit grey PNG declaring ``side`` x ``side`` pixels, all black: tiny on disk, huge once decoded."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    z = zlib.compressobj(9)
+    row = bytes(1 + (side + 7) // 8)  # filter byte 0, then the packed bits
+    body = b"".join(z.compress(row * 1000) for _ in range(side // 1000)) + z.compress(row * (side % 1000))
+    body += z.flush()
+    with open(path, "wb") as fh:
+        fh.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 1, 0, 0, 0, 0))
+                 + chunk(b"IDAT", body) + chunk(b"IEND", b""))

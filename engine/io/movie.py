@@ -21,6 +21,13 @@ class Movie:
         except (av.error.FFmpegError, IndexError) as exc:
             raise EngineError(f"{what} '{path}' is not a movie the engine can decode ({exc})",
                               "convert it to an image sequence or a common codec (H.264, ProRes)") from exc
+        from engine.io.plates import check_pixel_budget  # plates imports this module lazily
+
+        try:
+            check_pixel_budget(self._stream.codec_context.width, self._stream.codec_context.height, path, what)
+        except EngineError:
+            self._container.close()
+            raise
         self._stream.thread_type = "AUTO"
         self._deep = any(t in (self._stream.format.name or "") for t in ("10", "12", "16"))
         # Presentation times of every frame, in display order, from the packets (read once, not decoded): the

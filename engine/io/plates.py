@@ -17,6 +17,27 @@ from engine.io import colour
 from engine.io.files import check_regular
 from engine.job import ImageInput
 
+ENV_MAX_PIXELS = "FACE_FUSION_MAX_PIXELS"
+DEFAULT_MAX_PIXELS = 16384 * 16384  # a 16K plate fits; a PNG declaring 30000 x 30000 (25 GB as float RGBA) does not
+
+
+def max_pixels() -> int:
+    value = os.environ.get(ENV_MAX_PIXELS, "").strip()
+    try:
+        return int(value) if value else DEFAULT_MAX_PIXELS
+    except ValueError:
+        raise EngineError(f"${ENV_MAX_PIXELS} is {value!r}, not a number of pixels", "unset it or give an integer") \
+            from None
+
+
+def check_pixel_budget(width: int, height: int, path: str, what: str) -> None:
+    """Refuse, from the header, an image too large to decode (before any memory is asked for)."""
+    budget = max_pixels()
+    if width * height > budget:
+        raise EngineError(f"{what} '{path}' is {width} x {height} pixels, over the engine's limit of {budget} pixels",
+                          f"use a smaller image, or raise the limit with ${ENV_MAX_PIXELS} if it is really needed")
+
+
 MOVIE_EXTENSIONS = {".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v", ".mxf", ".mpg", ".mpeg", ".wmv", ".gif"}
 
 
@@ -37,6 +58,12 @@ def _open(path: str, what: str):
         msg = oiio.geterror() or "unknown format"
         raise EngineError(f"{what} '{path}' is not an image the engine can read ({msg.strip()})",
                           "use EXR, PNG, JPEG, TIFF, DPX or a movie file")
+    spec = inp.spec()
+    try:
+        check_pixel_budget(spec.width, spec.height, path, what)
+    except EngineError:
+        inp.close()
+        raise
     return inp
 
 
