@@ -132,8 +132,21 @@ def bridge_gap(frames: FrameSource, first: int, first_pts: Landmarks, last: int,
     inner = list(range(first + 1, last))
     if not inner:
         return []
-    fwd = _carry(frames, first_pts, [first] + inner, settings)
-    bwd = _carry(frames, last_pts, [last] + inner[::-1], settings)[::-1]
+    # Flow only looks near the face: a region around both ends' points with room for the largest step the
+    # pyramid can follow, so a 1080p frame is not converted and pyramided for a 60 px face.
+    both = np.vstack([first_pts, last_pts])
+    reach = settings.window * 2 ** (settings.levels + 1) + eye_distance(first_pts)
+    x0, y0 = (np.floor(both.min(0) - reach)).astype(int).clip(0)
+    x1, y1 = (np.ceil(both.max(0) + reach)).astype(int)
+    shift = np.array([x0, y0], np.float64)
+
+    def region(i: int) -> np.ndarray:
+        return np.asarray(frames(i) if callable(frames) else frames[i])[y0:y1, x0:x1]
+
+    fwd = _carry(region, first_pts - shift, [first] + inner, settings)
+    bwd = _carry(region, last_pts - shift, [last] + inner[::-1], settings)[::-1]
+    fwd = [None if c is None else (c[0] + shift, c[1]) for c in fwd]
+    bwd = [None if c is None else (c[0] + shift, c[1]) for c in bwd]
     out: list[tuple[Landmarks, str, float]] = []
     for k, t in enumerate(inner):
         w = (t - first) / (last - first)
