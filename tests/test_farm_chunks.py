@@ -13,6 +13,7 @@ import pytest
 
 from engine import shots
 from tests.conftest import read, run_cli
+from tests.farm_support import farm_shot
 
 FRAMES = 6
 
@@ -21,15 +22,12 @@ FRAMES = 6
 def shot(tmp_path_factory):
     """6 frames, 320x180 linear EXR over two faces of t1.jpg; a folder with one source photo; the analysis."""
     d = tmp_path_factory.mktemp("farm_shot")
-    photo = shots.load_photo_linear("t1")[140:450, 215:725]
-    frames, _ = shots.render_shot(photo, (320, 180), FRAMES, shots.CameraMove(pan=(-20, 8), zoom=(1.0, 1.05)))
-    plate = shots.write_sequence(frames, str(d / "plate"))
-    shots.write_photo("astronaut", str(d / "source"), max_side=320)
+    shot = farm_shot(d, FRAMES, (320, 180), shots.CameraMove(pan=(-20, 8), zoom=(1.0, 1.05)))
     analysis = str(d / "out" / "shot.analysis.npz")
-    r = run_cli("analyse", "--target", plate, "--analysis", analysis, "--quiet")
+    r = run_cli("analyse", "--target", shot["plate"], "--analysis", analysis, "--quiet")
     assert r.returncode == 0, r.stderr
     assert os.path.isfile(analysis) and not [n for n in os.listdir(d / "out") if n.startswith(".")]
-    return {"dir": d, "plate": plate, "source": str(d / "source"), "analysis": analysis}
+    return dict(shot, analysis=analysis)
 
 
 def _chunk(shot: dict, out: str, frames: str, *extra: str):

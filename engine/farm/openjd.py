@@ -1,0 +1,110 @@
+"""``python -m engine farm openjd``: a job bundle for one shot from the project's Open Job Description template.
+
+The bundle folder gets the template (``template.yaml``), its parameter values for ``openjd run -p file://...``
+(``parameters.json``, a flat map) and for AWS Deadline Cloud job bundles (``parameter_values.json``), and a
+settings file when none was given. Every path is made absolute here: workers see the submitting machine's paths
+and map them with the farm's path-mapping rules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from engine.errors import EngineError
+
+ROOT = Path(__file__).resolve().parents[2]  # the folder that holds engine/ and packaging/
+TEMPLATE = ROOT / "packaging" / "openjd" / "face-fusion.yaml"
+ANALYSIS_NAME = "face-fusion.analysis.npz"  # the template's name for the analysis next to the output
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("openjd", help="write an Open Job Description job bundle for a shot",
+                       description="Write the Open Job Description template with this shot's parameter values "
+                                   "into a bundle folder; run it with 'openjd run' or submit it to Deadline Cloud.")
+    add_shot_options(p)
+    p.add_argument("--bundle", required=True, metavar="DIR", help="folder for the job bundle (created)")
+    p.set_defaults(run=write_bundle)
+
+
+def add_shot_options(p: argparse.ArgumentParser) -> None:
+    """The shot's values, shared by every farm's job writer."""
+    p.add_argument("--source", required=True, metavar="DIR", help="folder with the photos of the new face")
+    p.add_argument("--target", required=True, metavar="PLATE", help="plate: a movie, an image or a sequence "
+                                                                     "(plate.####.exr)")
+    p.add_argument("--output", required=True, metavar="DIR", help="output folder on the shared storage")
+    p.add_argument("--frames", metavar="FIRST-LAST", help="frames to render (default: the whole plate)")
+    p.add_argument("--chunk-size", type=int, default=16, help="frames per render task [16]")
+    p.add_argument("--settings", metavar="FILE", help="JSON settings file (default: an empty one, the defaults)")
+    p.add_argument("--python", default=sys.executable, help="the engine's Python on the workers [this one]")
+    p.add_argument("--engine-folder", default=str(ROOT), help="folder holding engine/ on the workers [this one]")
+    p.add_argument("--models-dir", default=None, help="models folder on the workers [this engine's]")
+
+
+def shot_values(args: argparse.Namespace, settings_dir: str) -> dict[str, Any]:
+    """The template's parameter values for the shot the options describe (checked: bad input fails here, on
+    the artist's machine, not on the farm)."""
+    from engine.farm.chunk import expand_sources, load_settings_file
+    from engine.io.plates import Plate
+    from engine.job import ImageInput, parse_frames
+    from engine.models.catalogue import models_dir
+
+    source = os.path.abspath(args.source)
+    if not os.path.isdir(source):
+        raise EngineError(f"the source '{args.source}' is not a folder",
+                          "put the photos of the new face in a folder of their own and pass that folder")
+    expand_sources([ImageInput(path=source)])  # refuses a folder without photos
+    if args.chunk_size < 1:
+        raise EngineError(f"chunk size {args.chunk_size} is not a frame count", "pass --chunk-size 1 or more")
+    plate_path = os.path.abspath(args.target)
+    plate = Plate(ImageInput(path=plate_path))
+    try:
+        first, last = parse_frames(args.frames)
+        lo, hi = plate.frames[0], plate.frames[-1]
+    finally:
+        plate.close()
+    first, last = (lo if first is None else first), (hi if last is None else last)
+    if not lo <= first <= last <= hi:
+        raise EngineError(f"frame range {first}-{last} is not inside the plate's frames {lo}-{hi}",
+                          f"choose frames between {lo} and {hi}")
+    if args.settings:
+        settings = os.path.abspath(args.settings)
+        load_settings_file(settings)  # refuses a bad file now
+    else:
+        settings = os.path.join(settings_dir, "settings.json")
+        Path(settings).write_text("{}\n", encoding="utf-8")
+    output = os.path.abspath(args.output)
+    os.makedirs(output, exist_ok=True)
+    return {"SourcePhotos": source, "PlateFolder": os.path.dirname(plate_path),
+            "PlateName": os.path.basename(plate_path), "OutputFolder": output, "SettingsFile": settings,
+            "FrameStart": first, "FrameEnd": last, "ChunkSize": args.chunk_size,
+            "EnginePython": args.python, "EngineFolder": os.path.abspath(args.engine_folder),
+            "ModelsFolder": str(models_dir(args.models_dir).resolve())}
+
+
+def write_bundle(args: argparse.Namespace) -> int:
+    if not TEMPLATE.is_file():
+        raise EngineError(f"the job template {TEMPLATE} is missing", "run from a full checkout of the project")
+    bundle = os.path.abspath(args.bundle)
+    os.makedirs(bundle, exist_ok=True)
+    values = shot_values(args, bundle)
+    shutil.copyfile(TEMPLATE, os.path.join(bundle, "template.yaml"))
+    _write_json(os.path.join(bundle, "parameters.json"), values)
+    _write_json(os.path.join(bundle, "parameter_values.json"),
+                {"parameterValues": [{"name": k, "value": v} for k, v in values.items()]})
+    print(f"wrote the job bundle {bundle}; run it here with:\n"
+          f"  openjd run {os.path.join(bundle, 'template.yaml')} --step Render --run-dependencies "
+          f"-p file://{os.path.join(bundle, 'parameters.json')}\n"
+          f"or submit the folder to Deadline Cloud (deadline bundle submit {bundle})")
+    return 0
+
+
+def _write_json(path: str, doc: Any) -> None:
+    tmp = path + ".partial"
+    Path(tmp).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
