@@ -3,21 +3,21 @@
 Talks to the out-of-process engine only through ``engine.client`` (see ``session``); never imports the
 engine's heavy packages. Modules in layers, each importing only those below it (tests/test_addon_imports.py):
 
-- leaves: engine_link, compat, plates, ocio, prefs, images, exr_header (and rgba_copy, a script run by the engine's
-  Python)
+- leaves: engine_link, compat, plates, ocio, prefs, images, exr_header, cache_move (and rgba_copy, a script run by
+  the engine's Python)
 - schema, sources, session, coverage
 - targets (the ``Target`` base), strip_target and node_target (its two kinds)
 - lookup (finding targets), retarget (pointing them at their cache folder)
 - props, node, sequencer, bake
 - op_common, op_add, op_bake, op_coverage, op_sources, op_faces, op_engine, engine_setup; operators, panels,
-  handlers
+  handlers, file_handlers
 """
 
 from __future__ import annotations
 
-from . import handlers, node, operators, panels, prefs, props
+from . import file_handlers, handlers, node, operators, panels, prefs, props
 
-MODULES = (prefs, props, node, operators, panels, handlers)
+MODULES = (prefs, props, node, operators, panels, handlers, file_handlers)
 
 
 def register() -> None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import compat, coverage, plates, prefs, retarget, schema, session, sources, targets
+from . import cache_move, compat, coverage, plates, prefs, retarget, schema, session, sources, targets
 from .engine_link import engine_module
 
 COPY_INTERVAL_S = 1.0  # Blender < 5.0: finished frames are batched, at most one copy process per interval
@@ -289,6 +289,9 @@ def plan(target: targets.Target, frame_start: int | None = None, frame_end: int 
         missing = target.missing(needed, key)  # what Blender cannot show yet
         engine_missing = target.missing(missing, key, engine_files=True)  # what the engine has to make
         _, folder = target.output_dir(key)
+        moved = cache_move.wait(folder)  # frames still moving there after the first save are not made again
+        if moved:
+            raise BakeError(f"Face Fusion {target.label}: {moved}")
         if read_only and not retarget.is_pointed(target, key, media):  # the caller refuses it: make nothing
             return TargetBake(target, missing, folder, key, {}, pointed=False, needed=needed)
         if not engine_missing:

@@ -29,7 +29,8 @@ from typing import Any
 
 import bpy
 
-from . import bake, lookup, plates, retarget, session, strip_target
+from . import bake, cache_move, lookup, plates, retarget, session
+from .op_common import redraw_editors
 from .targets import Target
 
 FAILURES: list[str] = []  # last render's failures (for scripts rendering with the bpy module)
@@ -133,6 +134,8 @@ def _drain() -> float:
     """Timer (main thread): run the deferred work once no render job is running."""
     if not _DEFERRED.empty() and not bpy.app.is_job_running("RENDER"):
         run_deferred()
+    if cache_move.status():  # the panel shows how far moving the frames next to the .blend got
+        redraw_editors(bpy.context)
     return DRAIN_INTERVAL_S
 
 
@@ -167,23 +170,8 @@ def on_render_done(scene: Any, *_: Any) -> None:
         session.forget()
 
 
-@bpy.app.handlers.persistent
-def on_load_post(*_: Any) -> None:
-    """Repair Face Fusion strips saved with uninitialised element sizes (made by add-on versions that grew the
-    list with ``elements.append``): rendering one of their frames before it is baked crashes Blender."""
-    for scene in bpy.data.scenes:
-        for target in lookup.scene_targets(scene):
-            owner = target.owner
-            if hasattr(owner, "elements") and not strip_target.elements_sound(owner):
-                names = [e.filename for e in owner.elements]
-                try:
-                    strip_target.set_elements(owner, owner.directory, names)
-                except (plates.PlateError, RuntimeError) as exc:
-                    print(f"Face Fusion: could not repair strip '{owner.name}': {exc}", file=sys.stderr)
-
-
 HANDLERS = (("render_init", on_render_init), ("render_pre", on_render_pre),
-            ("render_complete", on_render_done), ("render_cancel", on_render_done), ("load_post", on_load_post))
+            ("render_complete", on_render_done), ("render_cancel", on_render_done))
 
 
 def register() -> None:

@@ -52,14 +52,15 @@ def is_face_fusion(owner: Any) -> bool:
     return getattr(owner, "bl_idname", "") == NODE_IDNAME
 
 
-def scene_targets(scene: Any) -> list[Target]:
+def scene_targets(scene: Any, *, include_muted: bool = False) -> list[Target]:
     out: list[Target] = []
     coll = compat.strips(scene)
     if coll is not None:
-        out += [StripTarget(scene, s) for s in coll if is_face_fusion_strip(s) and not s.mute]
+        out += [StripTarget(scene, s) for s in coll if is_face_fusion_strip(s) and (include_muted or not s.mute)]
     tree = compat.compositor_tree(scene)
     if tree is not None:
-        out += [NodeTarget(scene, n) for n in tree.nodes if n.bl_idname == NODE_IDNAME and not n.mute]
+        out += [NodeTarget(scene, n) for n in tree.nodes
+                if n.bl_idname == NODE_IDNAME and (include_muted or not n.mute)]
     return out
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import bpy
 
-from . import coverage, lookup, plates
+from . import cache_move, coverage, lookup, plates
 from .schema import grouped_settings
 from .targets import Target
 
@@ -66,6 +66,11 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
     # bake
     box = col.box()
     box.label(text=f"Cache: {ff.cache_dir or 'not ready'}", icon="FILE_FOLDER")
+    moving = cache_move.status()
+    if moving:
+        box.label(text=moving, icon="TIME")
+    elif ff.cache_dir and cache_move.is_unsaved_folder(bpy.path.abspath(ff.cache_dir)):
+        box.label(text="Temporary folder until the .blend is saved; saving moves the frames next to it", icon="INFO")
     if ff.last_error:
         box.label(text=ff.last_error, icon="ERROR")
     runtime = context.window_manager.face_fusion_runtime

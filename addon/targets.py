@@ -9,7 +9,6 @@ folder of their current settings in ``retarget``.
 from __future__ import annotations
 
 import os
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from typing import Any, ClassVar
 
 import bpy
 
-from . import compat, coverage, ocio, plates, prefs, schema, session, sources
+from . import cache_move, compat, coverage, ocio, plates, prefs, schema, session, sources
 from .engine_link import cachekey_module, engine_module
 
 RGBA_SUBDIR = "rgba"
@@ -27,6 +26,20 @@ FILE_PREFIX: str = engine_module("outputs").PREFIX
 def output_name(frame: int) -> str:
     """The engine's own file name for ``frame`` (engine/outputs.py, stdlib only, ships with the add-on)."""
     return engine_module("outputs").output_name(frame)
+
+
+def stored_dir(key: str, *, unsaved: bool) -> str:
+    """The cache folder of ``key`` as Blender stores it: under the preferences' cache folder, which for an unsaved
+    .blend and a '//' cache is the temporary folder (``cache_move`` moves it next to the .blend on the first save)."""
+    root = prefs.get_prefs().cache_dir or prefs.DEFAULT_CACHE
+    if root.startswith("//") and unsaved:
+        root = cache_move.unsaved_root()
+    return root.rstrip("/\\") + "/" + key + "/"
+
+
+def shown_dir(stored: str) -> str:
+    """The folder Blender reads inside a cache folder: the engine's files, or their RGBA copies (Blender < 5.0)."""
+    return stored if compat.READS_MATTE_LAYERS else stored + RGBA_SUBDIR + "/"
 
 
 @dataclass
@@ -112,10 +125,7 @@ class Target(ABC):
     def output_dir(self, key: str | None = None) -> tuple[str, str]:
         """(path as stored in Blender, possibly '//'-relative; absolute path) of this target's cache folder."""
         key = key or self.settings.cache_key or self.cache_key()
-        root = prefs.get_prefs().cache_dir or prefs.DEFAULT_CACHE
-        if root.startswith("//") and not bpy.data.filepath:
-            root = os.path.join(tempfile.gettempdir(), "face_fusion_cache")  # unsaved .blend: nowhere else to go
-        stored = root.rstrip("/\\") + "/" + key + "/"
+        stored = stored_dir(key, unsaved=not bpy.data.filepath)
         return stored, os.path.abspath(bpy.path.abspath(stored))
 
     def display_dir(self, key: str | None = None) -> tuple[str, str]:
@@ -123,7 +133,7 @@ class Target(ABC):
         stored, absolute = self.output_dir(key)
         if compat.READS_MATTE_LAYERS:
             return stored, absolute
-        return stored + RGBA_SUBDIR + "/", os.path.join(absolute, RGBA_SUBDIR)
+        return shown_dir(stored), os.path.join(absolute, RGBA_SUBDIR)
 
     def missing(self, frames: list[int], key: str | None = None, *, engine_files: bool = False) -> list[int]:
         """Frames whose file Blender reads (or, with ``engine_files``, the engine's file) does not exist."""

@@ -88,6 +88,6 @@ def test_strips_saved_with_uninitialised_sizes_are_repaired_on_load(addon, scene
     if not _sizes_sound(strip):
         pytest.skip("this Blender happened to hand out zeroed memory: nothing to repair")
     directory = strip.directory
-    addon.handlers.on_load_post(None)
+    addon.file_handlers.on_load_post(None)
     assert _sizes_sound(strip) == []
     assert [e.filename for e in strip.elements] == names and strip.directory == directory

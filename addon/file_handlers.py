@@ -1,0 +1,104 @@
+"""File handlers: baked frames follow the .blend on its first save, and strips saved by earlier versions are repaired
+on load.
+
+``save_pre`` (the file is not written yet): targets whose frames sit in the temporary cache of an unsaved .blend are
+re-pointed at their '//' folder, so the saved file holds the path next to it. ``save_post``: the frames are moved
+there (``cache_move``); after Save Copy the session itself stays unsaved, so the targets are pointed back.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import bpy
+
+from . import cache_move, lookup, plates, strip_target
+from .targets import Target, shown_dir, stored_dir
+
+
+@dataclass
+class _Pending:
+    target: Target
+    old_stored: str  # the temporary folder the target showed
+    new_stored: str  # its '//' folder
+
+
+_PENDING: list[_Pending] = []
+
+
+def _point(target: Target, stored: str) -> None:
+    target.settings.cache_dir = stored
+    target.point(shown_dir(stored), target.plate())
+
+
+@bpy.app.handlers.persistent
+def on_save_pre(filepath: str = "", *_: Any) -> None:
+    _PENDING.clear()
+    if bpy.data.filepath:  # saved before: '//' folders already resolve next to it
+        return
+    for scene in bpy.data.scenes:
+        for target in lookup.scene_targets(scene, include_muted=True):
+            ff = target.settings
+            if not ff.cache_key or not ff.cache_dir or not cache_move.is_unsaved_folder(ff.cache_dir):
+                continue
+            old, new = ff.cache_dir, stored_dir(ff.cache_key, unsaved=False)
+            if not new.startswith("//"):  # an absolute cache folder in the preferences: nothing moves
+                continue
+            try:
+                _point(target, new)
+            except (plates.PlateError, OSError) as exc:
+                print(f"Face Fusion: {target.label} keeps its frames in {old}: {exc}", file=sys.stderr)
+                continue
+            _PENDING.append(_Pending(target, old, new))
+
+
+@bpy.app.handlers.persistent
+def on_save_post(filepath: str = "", *_: Any) -> None:
+    pending = list(_PENDING)
+    _PENDING.clear()
+    if not pending:
+        return
+    copy = not bpy.data.filepath or os.path.realpath(bpy.data.filepath) != os.path.realpath(filepath)
+    for p in pending:
+        try:
+            if copy:  # Save Copy: this session is still unsaved and keeps its temporary folder
+                _point(p.target, p.old_stored)
+            else:
+                cache_move.start(os.path.abspath(p.old_stored), bpy.path.abspath(p.new_stored))
+        except (ReferenceError, plates.PlateError, OSError) as exc:
+            print(f"Face Fusion: baked frames stay in {p.old_stored}: {exc}", file=sys.stderr)
+
+
+@bpy.app.handlers.persistent
+def on_load_post(*_: Any) -> None:
+    """Repair Face Fusion strips saved with uninitialised element sizes (made by add-on versions that grew the
+    list with ``elements.append``): rendering one of their frames before it is baked crashes Blender."""
+    for scene in bpy.data.scenes:
+        for target in lookup.scene_targets(scene, include_muted=True):
+            owner = target.owner
+            if hasattr(owner, "elements") and not strip_target.elements_sound(owner):
+                names = [e.filename for e in owner.elements]
+                try:
+                    strip_target.set_elements(owner, owner.directory, names)
+                except (plates.PlateError, RuntimeError) as exc:
+                    print(f"Face Fusion: could not repair strip '{owner.name}': {exc}", file=sys.stderr)
+
+
+HANDLERS = (("save_pre", on_save_pre), ("save_post", on_save_post), ("load_post", on_load_post))
+
+
+def register() -> None:
+    for name, fn in HANDLERS:
+        lst = getattr(bpy.app.handlers, name)
+        if fn not in lst:
+            lst.append(fn)
+
+
+def unregister() -> None:
+    for name, fn in HANDLERS:
+        lst = getattr(bpy.app.handlers, name)
+        while fn in lst:
+            lst.remove(fn)
