@@ -1,8 +1,8 @@
 """Render handlers: every Face Fusion frame exists before the frame renders, in the UI and in batch.
 
-``render_init`` bakes what the whole render range is missing; ``render_pre`` checks the current frame and
-bakes it if still missing. Handlers are persistent, so they survive loading the .blend given on the command
-line.
+``render_pre`` checks the current frame and bakes it if missing: a still render (F12) makes that one frame; from
+the second frame of an animation on, the rest of the range is made in one job. Handlers are persistent, so they
+survive loading the .blend given on the command line.
 
 Background mode (``blender -b ... -a``, a script render with the ``bpy`` module) runs the handlers on the main
 thread with nothing else to do: they block, and may re-point strips/nodes (``retarget``) and reload images.
@@ -40,6 +40,7 @@ DRAIN_INTERVAL_S = 0.5
 # A queue, because the render thread puts and the main thread takes; no bpy object crosses threads.
 _DEFERRED: queue.Queue[tuple[str, str, type[Target], str]] = queue.Queue()
 _REFUSED: set[tuple[str, str, str]] = set()  # targets already reported out of date in this render
+_RENDERED: list[int] = []  # frames of the running render that reached render_pre
 
 
 def _background() -> bool:
@@ -85,10 +86,7 @@ def _bake_read_only(tgts: list[Target], frame_start: int, frame_end: int) -> Non
             _fail(str(exc))
             continue
         if not item.pointed:
-            _REFUSED.add(ident)
-            _defer("retarget", target)
-            _fail(f"Face Fusion {target.label} shows the frames of older settings, plate, source or engine: press "
-                  "Bake before rendering (it is pointed at its new folder when this render ends)")
+            _refuse(target)
             continue
         if item.frames:
             items.append(item)
@@ -139,20 +137,43 @@ def _drain() -> float:
     return DRAIN_INTERVAL_S
 
 
+def _refuse(target: Target) -> None:
+    """A UI render does not bake a target that shows the folder of older settings (re-pointing it writes bpy data)."""
+    _REFUSED.add((target.scene.name, target.kind, target.owner.name))
+    _defer("retarget", target)
+    _fail(f"Face Fusion {target.label} shows the frames of older settings, plate, source or engine: press "
+          "Bake before rendering (it is pointed at its new folder when this render ends)")
+
+
+def _refuse_out_of_date(scene: Any) -> None:
+    """UI render: name every target that shows the folder of older settings before any frame renders (reads only)."""
+    for target in lookup.scene_targets(scene):
+        key, _error, media = retarget.current_key(target)
+        if key and media is not None and not retarget.is_pointed(target, key, media):
+            _refuse(target)
+
+
 @bpy.app.handlers.persistent
 def on_render_init(scene: Any, *_: Any) -> None:
+    """Nothing is baked yet: a still render (F12) needs its one frame only, which render_pre makes."""
     FAILURES.clear()
     _REFUSED.clear()
-    _bake(scene, scene.frame_start, scene.frame_end)
+    _RENDERED.clear()
+    if not _background():
+        _refuse_out_of_date(scene)
 
 
 @bpy.app.handlers.persistent
 def on_render_pre(scene: Any, *_: Any) -> None:
+    """Make the frame about to render if it is missing. A second frame in one render means an animation: then the
+    rest of the range is made in one engine job (batched) rather than frame by frame."""
     frame = scene.frame_current
+    _RENDERED.append(frame)
+    end = max(frame, scene.frame_end) if len(_RENDERED) > 1 else frame
     for target in lookup.scene_targets(scene):
         try:
             if target.missing(target.needed(frame, frame)):  # reads only: the folder the strip/node shows
-                _bake(scene, frame, frame)
+                _bake(scene, frame, end)
                 break
         except (plates.PlateError, OSError, ValueError) as exc:
             _fail(f"frame {frame}: {exc}")
