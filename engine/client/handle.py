@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from .. import protocol
-from .errors import EngineClientError, JobCancelledError, JobFailed
+from .errors import EngineClientError, EngineDied, JobCancelledError, JobFailed
 
 POLL_S = 0.05  # how often blocking waits re-check that the engine is alive
 
@@ -41,6 +41,7 @@ class JobHandle:
         self._cv = threading.Condition()
         self._terminal: dict[str, Any] | None = None
         self.output_dir: str | None = None  # render jobs
+        self.lost: str | None = None  # why its engine went away before the job ended (died, restart, close)
 
     def __repr__(self) -> str:
         return f"<JobHandle {self.id} {self.kind} {self.state}>"
@@ -108,7 +109,9 @@ class JobHandle:
         return self.outcome()
 
     def outcome(self) -> Any:
-        """The finished job's result; raises JobFailed / JobCancelledError."""
+        """The finished job's result; raises JobFailed / JobCancelledError, or EngineDied when its engine went away."""
+        if self.lost is not None:
+            raise EngineDied(f"{self.kind} job {self.id} did not finish: {self.lost}")
         if self.state == "error":
             raise JobFailed(f"{self.kind} job {self.id} failed: {self.error}")
         if self.state == "cancelled":
@@ -118,6 +121,15 @@ class JobHandle:
     def cancel(self) -> None:
         if not self.done:
             self.client.cancel(self.id)
+
+    def _lose(self, reason: str) -> None:
+        """The engine is gone (died, restarted, closed): end the job with a terminal error event of our own, so
+        nothing waits on it forever."""
+        with self._cv:
+            if self._terminal is not None:
+                return
+            self.lost = reason
+        self._push({"type": "error", "message": f"the engine went away before the job ended: {reason}"})
 
     def _push(self, ev: dict[str, Any]) -> None:  # reader thread
         with self._cv:

@@ -209,7 +209,9 @@ class EngineProcess(ClientState):
         return f"; see {self.log_path}" if self.log_path else "; see the console for its messages"
 
     def restart(self) -> Any:
-        """After EngineDied (or any time): drop everything of the old engine, start or reconnect again."""
+        """After EngineDied (or any time): drop everything of the old engine, start or reconnect again. Jobs of
+        the old engine end (their ``wait()`` raises EngineDied); submit them again."""
+        self._fail_all("the engine was restarted (EngineClient.restart)")
         self.close(shutdown=True)
         self._dead = None
         _LIVE_CLIENTS.add(self)
@@ -356,8 +358,7 @@ class EngineProcess(ClientState):
         for p in pending:
             p.event.set()
         for job in jobs:
-            with job._cv:
-                job._cv.notify_all()
+            job._lose(reason)  # a terminal event: wait() ends even once a restarted engine is alive
 
     def _cleanup_dead_engine(self) -> None:
         """The engine is gone: unlink its segments we know (its tracker may have died with it)."""

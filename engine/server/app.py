@@ -152,12 +152,8 @@ class Server(JobQueue):
         except Exception:
             pass
         with self.lock:
-            clients = list(self.clients.values())
             for job in self.jobs.values():
                 job.cancel.set()
-        for client in clients:
-            client.send(protocol.notice("shutdown", f"engine is shutting down: {self.stop_reason}"))
-            client.close()
         deadline = time.monotonic() + 10.0  # a frame in flight finishes or sees the cancel; no partial file
         while time.monotonic() < deadline:
             with self.lock:
@@ -165,9 +161,25 @@ class Server(JobQueue):
                     break
             time.sleep(0.05)
         with self.lock:
+            # Every job not ended yet (queued, or a frame that did not finish in time) gets its terminal event
+            # before the connections close, so no client waits on it.
+            for job in list(self.jobs.values()):
+                self._finish(job, self._shutdown_error())
+            clients = list(self.clients.values())
+        for client in clients:
+            client.send(protocol.notice("shutdown", f"engine is shutting down: {self.stop_reason}"))
+            client.close()
+        deadline = time.monotonic() + 5.0  # a client that stopped reading does not hold the exit up for long
+        for client in clients:
+            client.join(max(0.0, deadline - time.monotonic()))
+        with self.lock:
             for name in list(self.slots):
                 self._drop_slot(name)
         self.slots.reap()
+
+    def _shutdown_error(self) -> dict[str, Any]:
+        return {"type": "error", "message": f"the engine shut down before the job ended ({self.stop_reason}); "
+                                           "frames already written are kept, submit the job again"}
 
     # ----------------------------------------------------------------------------------- connections
 

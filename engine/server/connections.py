@@ -33,7 +33,8 @@ class ClientConn:
         self.slots: set[str] = set()
         self.jobs: set[int] = set()
         self._out: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
-        threading.Thread(target=self._send_loop, name=f"send-{cid}", daemon=True).start()
+        self._sender = threading.Thread(target=self._send_loop, name=f"send-{cid}", daemon=True)
+        self._sender.start()
 
     def send(self, message: dict[str, Any]) -> bool:
         """Queue a message; False once the client is gone."""
@@ -53,6 +54,11 @@ class ClientConn:
         """Flush what is queued, then close (wakes this client's reader with EOF)."""
         self.alive = False
         self._out.put(None)
+
+    def join(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` s) until what was queued before ``close()`` is sent: at exit, daemon sender
+        threads die with the process, and the last terminal events with them."""
+        self._sender.join(timeout)
 
     def _send_loop(self) -> None:
         while True:

@@ -14,6 +14,7 @@ import threading
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -55,6 +56,7 @@ class JobQueue(ClientSlots):
     _job_ids: itertools.count
     render_queue: deque[Job]
     interactive_queue: deque[Job]
+    _shutdown_error: Callable[[], dict[str, Any]]
 
     def _lane(self, kind: protocol.JobKind) -> deque[Job]:
         return self.render_queue if kind.lane == "render" else self.interactive_queue
@@ -143,6 +145,8 @@ class JobQueue(ClientSlots):
                 job.state = "running"
                 job.started = time.monotonic()
             terminal = self._run(job)
+            if terminal["type"] == "cancelled" and self.stop_event.is_set():
+                terminal = self._shutdown_error()  # stopped by the engine, not by its client
             with self.lock:
                 self._finish(job, terminal)
 
