@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+//
+// Flamenco job type "Face Fusion (Blender scene)": a saved .blend with Face Fusion strips or Compositor nodes.
+// Task "analyse-shot" bakes the first frame headless (`bpy.ops.facefusion.bake`), which analyses each plate it
+// touches once and stores the analysis in a folder next to the render output; the render tasks then run
+// `blender -b` over frame chunks, where the add-on's batch-render handlers bake each chunk's frames with the
+// engine, reading the shot analysis from that folder, before Blender renders them.
+//
+// Install: copy into the `scripts` folder next to the flamenco-manager executable. The engine's Python and folder
+// come from the Manager's two-way variables `facefusion_python` and `facefusion_root` (or the job settings).
+// Runs in the Manager's goja engine: plain ES2015, no modules.
+
+const JOB_TYPE = {
+    label: "Face Fusion (Blender scene)",
+    description: "Render a scene with Face Fusion strips or nodes: one analysis task, then chunked renders",
+    settings: [
+        { key: "frames", type: "string", required: true, eval: "f'{C.scene.frame_start}-{C.scene.frame_end}'",
+          evalInfo: { showLinkButton: true, description: "Scene frame range" },
+          description: "Frames to render, e.g. '1-48'" },
+        { key: "chunk_size", type: "int32", default: 8, visible: "submission", description: "Frames per task" },
+        { key: "render_output", type: "string", subtype: "file_path", editable: false,
+          eval: "abspath(C.scene.render.filepath)", description: "The scene's render output (// made absolute)" },
+        { key: "engine_python", type: "string", default: "{facefusion_python}", visible: "submission",
+          description: "Face Fusion engine Python on the workers" },
+        { key: "engine_root", type: "string", default: "{facefusion_root}", visible: "submission",
+          description: "Face Fusion engine folder on the workers" },
+        { key: "models_dir", type: "string", default: "", visible: "submission",
+          description: "Engine models folder on the workers (empty: the engine's default)" },
+        // Filled in by the Flamenco add-on:
+        { key: "blendfile", type: "string", required: true, visible: "web", description: "The .blend to render" },
+    ],
+};
+
+// Sets the engine's environment from the arguments after "--" (NAME VALUE pairs), so every path reaches Blender
+// as a whole argument that Flamenco's two-way variables map per platform, never inside Python source.
+const SETUP = "import os, sys; a = sys.argv[sys.argv.index('--') + 1:]; os.environ.update(zip(a[0::2], a[1::2]))";
+
+function compileJob(job) {
+    const s = job.settings;
+    const chunks = frameChunker(s.frames, s.chunk_size);
+    if (chunks.length === 0) {
+        throw `no frames to render in "${s.frames}"`;
+    }
+    const first = parseInt(String(chunks[0]).split(/[-,]/)[0], 10);
+    const env = engineEnvironment(s);
+
+    const analyse = author.Task("analyse-shot", "blender");
+    analyse.addCommand(blender(s, [
+        "--python-expr", `${SETUP}; import bpy; bpy.ops.facefusion.bake(frame_start=${first}, frame_end=${first})`,
+    ], env));
+    job.addTask(analyse);
+
+    for (const chunk of chunks) {
+        const task = author.Task(`render-${chunk}`, "blender");
+        task.addCommand(blender(s, ["--python-expr", SETUP, "--render-frame", chunk.replaceAll("-", "..")], env));
+        task.addDependency(analyse);
+        job.addTask(task);
+    }
+}
+
+function blender(s, args, env) {
+    return author.Command("blender-render", {
+        exe: "{blender}",
+        exeArgs: "{blenderArgs}",
+        argsBefore: [],
+        blendfile: s.blendfile,
+        args: args.concat(["--"], env),
+    });
+}
+
+function engineEnvironment(s) {
+    const cache = path.join(path.dirname(s.render_output), "face-fusion-analysis");
+    const env = ["FACE_FUSION_CACHE_DIR", cache, "FACE_FUSION_ENGINE_PYTHON", s.engine_python,
+                 "FACE_FUSION_ENGINE_ROOT", s.engine_root];
+    return s.models_dir ? env.concat(["FACE_FUSION_MODELS_DIR", s.models_dir]) : env;
+}
