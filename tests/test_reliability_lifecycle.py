@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 
 import pytest
 
 from engine import protocol
 from engine.client import EngineDied
-from tests.reliability_support import SETTINGS, RawEngine, close_engine, start_engine, tiny_shot
+from tests.reliability_support import SETTINGS, RawEngine, ask, close_engine, start_engine, tiny_shot
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and sockets")
 
@@ -71,4 +72,26 @@ def test_sigterm_gives_every_running_and_queued_job_a_terminal_event(tmp_path, s
     finally:
         ch.close()
         code = eng.proc.wait(30)
+    assert code == 0
+
+
+def test_idle_timeout_counts_short_connections_as_activity(tmp_path):
+    """Defect 8: activity was sampled every 0.25 s, so clients that connect briefly went unseen and the engine
+    stopped while in use."""
+    eng = RawEngine(str(tmp_path / "sock"), "--idle-timeout", "1.5")
+    try:
+        t_end = time.monotonic() + 6.0
+        while time.monotonic() < t_end:  # a farm script polling status now and then
+            ch = eng.channel()
+            assert ask(ch, protocol.request("ping", 2))["ok"]
+            ch.close()
+            time.sleep(0.5)
+        assert eng.proc.poll() is None, "the engine stopped although clients kept using it"
+        t0 = time.monotonic()
+        code = eng.proc.wait(30)  # now really idle: it stops by itself
+        assert 1.0 < time.monotonic() - t0 < 10.0
+    finally:
+        if eng.proc.poll() is None:
+            eng.proc.kill()
+            eng.proc.wait(10)
     assert code == 0

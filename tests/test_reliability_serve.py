@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 
 import pytest
 
-from tests.reliability_support import run_serve
+from tests.reliability_support import ROOT, run_serve, serve_cmd
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX sockets")
 
@@ -37,3 +38,19 @@ def test_a_stale_socket_file_is_still_replaced(tmp_path):
                      "0.5", stdin=os.urandom(32).hex().encode() + b"\n")
     assert proc.returncode == 0, proc.stderr
     assert b'"event": "ready"' in proc.stdout and not os.path.exists(stale)
+
+
+@pytest.mark.parametrize("key", [b"", b"00" * 15, b"zz" * 16])
+def test_an_empty_or_short_key_is_refused(tmp_path, key):
+    """Defect 9: --key-stdin with an empty first line served with an empty authkey."""
+    proc = run_serve("--socket-dir", str(tmp_path / "s"), "--key-stdin", stdin=key + b"\n")
+    assert proc.returncode == 1, proc.stderr
+    assert b"at least 16 random bytes" in proc.stderr or b"must be the key in hex" in proc.stderr
+    assert not (tmp_path / "s" / "engine.json").exists()
+
+
+def test_a_short_key_in_the_environment_is_refused(tmp_path):
+    env = {**os.environ, "FACEFUSION_ENGINE_KEY": "abcd"}
+    proc = subprocess.run(serve_cmd("--socket-dir", str(tmp_path / "s")), cwd=ROOT, env=env, capture_output=True,
+                          timeout=30)
+    assert proc.returncode == 1 and b"at least 16 random bytes" in proc.stderr

@@ -195,6 +195,7 @@ class Server(JobQueue):
             threading.Thread(target=self._serve_connection, args=(conn,), daemon=True, name="conn").start()
 
     def _serve_connection(self, conn: Any) -> None:
+        self.last_active = time.monotonic()  # stamped here, not sampled: a short connection is activity too
         try:
             transport.authenticate_incoming(conn, self.authkey)
         except Exception as exc:  # wrong key, timeout, garbage instead of an HMAC answer
@@ -224,6 +225,7 @@ class Server(JobQueue):
             except OSError as exc:  # oversized frame (framing is lost now) or a reset
                 client.send(protocol.reply_error(0, f"connection error: {exc}; closing this connection"))
                 return
+            self.last_active = time.monotonic()
             rid = 0
             try:
                 req = protocol.parse_request(data)
@@ -247,6 +249,7 @@ class Server(JobQueue):
                 return
 
     def _disconnect(self, client: ClientConn) -> None:
+        self.last_active = time.monotonic()
         client.close()
         with self.lock:
             self.clients.pop(client.id, None)

@@ -14,6 +14,7 @@ from .app import Server
 DEFAULT_MAX_SLOT_BYTES = 2 << 30  # 2 GiB: an 8K RGBA float32 frame with mattes fits
 DEFAULT_MAX_CLIENT_BYTES = 16 << 30
 DEFAULT_MAX_CLIENT_SLOTS = 64
+MIN_KEY_BYTES = 16
 
 
 def _read_line_fd0() -> bytes:
@@ -31,16 +32,24 @@ def _read_key(opts: argparse.Namespace) -> bytes:
     if opts.key_stdin:
         line = _read_line_fd0().strip()
         try:
-            return bytes.fromhex(line.decode("ascii"))
+            return _long_enough(bytes.fromhex(line.decode("ascii")), "--key-stdin: the key on stdin's first line")
         except ValueError:
             raise SystemExit("--key-stdin: the first line of stdin must be the key in hex") from None
     env = os.environ.pop(transport.ENV_KEY, "")
     if env:
         try:
-            return bytes.fromhex(env)
+            return _long_enough(bytes.fromhex(env), f"${transport.ENV_KEY}")
         except ValueError:
             raise SystemExit(f"{transport.ENV_KEY} must be the key in hex") from None
     return os.urandom(32)
+
+
+def _long_enough(key: bytes, what: str) -> bytes:
+    """An empty or short key would let anyone who guesses it drive the engine: refuse to serve with it."""
+    if len(key) < MIN_KEY_BYTES:
+        raise SystemExit(f"{what} is {len(key)} bytes; the engine needs at least {MIN_KEY_BYTES} random bytes "
+                         f"({2 * MIN_KEY_BYTES} hex digits)")
+    return key
 
 
 def build_parser() -> argparse.ArgumentParser:
