@@ -60,3 +60,27 @@ def test_an_image_declaring_30000_squared_pixels_is_refused_from_its_header(tmp_
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "96 x 96 pixels, over the engine's limit of 9215" in proc.stderr
     assert exrs(str(tmp_path / "out")) == []
+
+
+def _truncated_jpeg(src: str, dst: str) -> str:
+    import OpenImageIO as oiio
+
+    full = dst + ".full.jpg"
+    buf = oiio.ImageBuf(src)
+    assert buf.write(full), oiio.geterror()
+    data = open(full, "rb").read()
+    with open(dst, "wb") as fh:
+        fh.write(data[: len(data) * 2 // 3])
+    return dst
+
+
+def test_a_truncated_jpeg_fails_with_a_message_naming_it(tmp_path, shot):
+    """Defect 10: OpenImageIO said 'Premature end of JPEG file' and the engine used the grey rest silently."""
+    bad_source = _truncated_jpeg(shot["source"], str(tmp_path / "face.jpg"))
+    bad_plate = _truncated_jpeg(shot["pattern"].replace("####", "0001"), str(tmp_path / "plate.jpg"))
+    for args, what in ((["--source", bad_source, "--target", shot["pattern"]], f"source photo '{bad_source}'"),
+                       (["--source", shot["source"], "--target", bad_plate], f"plate '{bad_plate}'")):
+        proc = swap(*args, "--output", str(tmp_path / "out"))
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert f"{what} is damaged" in proc.stderr and "Premature end of JPEG file" in proc.stderr
+    assert exrs(str(tmp_path / "out")) == []

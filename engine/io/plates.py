@@ -93,8 +93,10 @@ def read_image_file(path: str, what: str = "image") -> ImageFile:
     try:
         spec = inp.spec()
         pixels = inp.read_image(0, 0, 0, spec.nchannels, oiio.FLOAT)
-        if pixels is None:
-            raise EngineError(f"{what} '{path}' is damaged ({inp.geterror().strip()})", "re-export the file")
+        # A truncated JPEG still gives pixels (grey past the cut) and only says so in the error text.
+        err = inp.geterror().strip() if pixels is None or inp.has_error else ""
+        if pixels is None or err:
+            raise EngineError(f"{what} '{path}' is damaged ({err or 'no pixels read'})", "re-export the file")
     finally:
         inp.close()
     pixels = np.asarray(pixels, dtype=np.float32).reshape(spec.height, spec.width, spec.nchannels)
