@@ -19,9 +19,10 @@ def shot(tmp_path_factory):
     return tiny_shot(str(tmp_path_factory.mktemp("rel-io")))
 
 
-def swap(*args: str, umask: int = 0o022, timeout: float = 300) -> subprocess.CompletedProcess:
+def swap(*args: str, umask: int = 0o022, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([PY, "-m", "engine", "swap", "--quiet", "--no-super-resolution", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout, preexec_fn=lambda: os.umask(umask))
+                          capture_output=True, text=True, timeout=300, preexec_fn=lambda: os.umask(umask),
+                          env={**os.environ, **(env or {})})
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o002])
@@ -84,3 +85,35 @@ def test_a_truncated_jpeg_fails_with_a_message_naming_it(tmp_path, shot):
         assert proc.returncode == 2, proc.stderr[-2000:]
         assert f"{what} is damaged" in proc.stderr and "Premature end of JPEG file" in proc.stderr
     assert exrs(str(tmp_path / "out")) == []
+
+
+@pytest.mark.parametrize("damage", [{"shot_starts": 5}, {"frames": {"a": 1}}, {"track": {"first": "1"}}])
+def test_a_cache_entry_of_the_wrong_shape_is_a_miss(tmp_path, shot, damage):
+    """Defect 11: valid JSON of the wrong shape in the analysis cache crashed the render with a TypeError."""
+    import json
+
+    import numpy as np
+
+    env = {"FACE_FUSION_CACHE_DIR": str(tmp_path / "cache")}
+    args = ("--source", shot["source"], "--target", shot["pattern"])
+    first = swap(*args, "--output", str(tmp_path / "a"), env=env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    (entry,) = (tmp_path / "cache" / "analysis").glob("*.npz")
+    with np.load(entry) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays["meta"]))
+    assert meta["tracks"], "the plate's face was not tracked: the entry would not exercise the track checks"
+    for key, value in damage.items():
+        if key == "track":
+            meta["tracks"][0].update(value)
+        else:
+            meta[key] = value
+    arrays["meta"] = np.array(json.dumps(meta))
+    with open(entry, "wb") as fh:
+        np.savez(fh, **arrays)
+    again = swap(*args, "--output", str(tmp_path / "b"), env=env)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert exrs(str(tmp_path / "b")) == ["facefusion.0001.exr", "facefusion.0002.exr"]
+    with np.load(entry) as z:  # analysed again and stored whole
+        stored = json.loads(str(z["meta"]))
+    assert isinstance(stored["shot_starts"], list) and isinstance(stored["tracks"][0]["first"], int)
