@@ -17,6 +17,8 @@ from .. import transport
 from ..job import ImageInput
 from .connections import ClientConn, Refused
 
+NAME_TRIES = 8
+
 
 class ClientSlots:
     lock: threading.RLock
@@ -43,7 +45,13 @@ class ClientSlots:
         if sum(mine) + nbytes > self.opts.max_client_bytes:
             raise Refused(f"this client would hold {sum(mine) + nbytes} bytes of shared memory, over the "
                           f"{self.opts.max_client_bytes}-byte limit; free some slots first")
-        slot = transport.Slot.create(self.namer.next(), nbytes, client_id=client.id)  # reserves the space first
+        for attempt in range(NAME_TRIES):  # a name taken by another process (left over or squatted): draw again
+            try:
+                slot = transport.Slot.create(self.namer.next(), nbytes, client_id=client.id)  # reserves the space
+                break
+            except transport.SegmentNameTaken:
+                if attempt == NAME_TRIES - 1:
+                    raise
         with self.lock:
             if not client.alive:
                 slot.unlink()

@@ -17,8 +17,9 @@ the payload, page aligned. Ownership moves by message, never by polling shared f
 to write bumps the generation and names it in the message; the reader checks the header still holds it,
 so a stale or duplicated reply (after a cancel or a restart) is detected instead of misread.
 
-Segment names: ``ffe_<owner pid>_<4 hex>_<n>`` (<= 30 characters, the macOS limit), so a start-up sweep
-can remove the segments of owners that died (``sweep_dead_segments``).
+Segment names: ``ffe_<owner pid>_<12 hex>`` (<= 30 characters, the macOS limit), so a start-up sweep
+can remove the segments of owners that died (``sweep_dead_segments``). The 48 random bits are drawn afresh for
+every segment: /dev/shm is world-readable, and a name another local user can predict is one they can take first.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ MAGIC = b"FFSLOT\x00\x01"
 LAYOUT_VERSION = 1
 _HEADER = struct.Struct("<8sIIqqqq")  # magic, layout, reserved, owner pid, client id, capacity, generation
 _GEN_OFFSET = 40
-_NAME_RE = re.compile(rf"^{SEGMENT_PREFIX}_(\d+)_[0-9a-f]{{4}}_\d+$")
+# The older form (a per-engine token and a counter) is still recognised, so a sweep removes its leftovers.
+_NAME_RE = re.compile(rf"^{SEGMENT_PREFIX}_(\d+)_(?:[0-9a-f]{{12}}|[0-9a-f]{{4}}_\d+)$")
 
 IS_WINDOWS = sys.platform == "win32"
 if not IS_WINDOWS:
@@ -66,18 +68,13 @@ class StaleSlot(SlotError):
 
 
 class SegmentNamer:
-    """Unique segment names for one owner process."""
+    """Segment names for one owner process: unpredictable, so they cannot be squatted ahead of time."""
 
     def __init__(self, pid: int | None = None) -> None:
         self.pid = os.getpid() if pid is None else pid
-        self.token = secrets.token_hex(2)
-        self._n = 0
-        self._lock = threading.Lock()
 
     def next(self) -> str:
-        with self._lock:
-            self._n += 1
-            return f"{SEGMENT_PREFIX}_{self.pid}_{self.token}_{self._n}"
+        return f"{SEGMENT_PREFIX}_{self.pid}_{secrets.token_hex(6)}"
 
 
 def owner_pid(name: str) -> int | None:
