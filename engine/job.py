@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import EngineError
+from engine.protocol.kinds import MAX_FRAMES_PER_JOB
 
 # An image handed over as pixels (e.g. from a shared-memory slot): float32 (H, W, 3|4), top row first,
 # in the colour space named beside it.
@@ -47,6 +48,15 @@ class SwapJob:
 EventSink = Callable[[dict[str, Any]], None]
 
 
+
+
+def check_frame_span(first: int, last: int, what: str = "frame range") -> None:
+    """Refuse a job over more than MAX_FRAMES_PER_JOB frames before anything lists them."""
+    if last - first + 1 > MAX_FRAMES_PER_JOB:
+        raise EngineError(f"{what} {first} to {last} spans {last - first + 1} frames, more than the "
+                          f"{MAX_FRAMES_PER_JOB} one job may render", "split it into several jobs")
+
+
 def parse_frames(text: str | None) -> tuple[int | None, int | None]:
     if not text:
         return None, None
@@ -54,4 +64,6 @@ def parse_frames(text: str | None) -> tuple[int | None, int | None]:
     if m is None:
         raise EngineError(f"frame range '{text}' is not understood", "write it as FIRST-LAST, e.g. 1001-1050")
     first = int(m.group(1))
-    return first, int(m.group(2)) if m.group(2) is not None else first
+    last = int(m.group(2)) if m.group(2) is not None else first
+    check_frame_span(first, last)
+    return first, last

@@ -15,7 +15,7 @@ from engine.errors import EngineError
 from engine.frame_pattern import sequence_files
 from engine.io import colour
 from engine.io.files import check_regular
-from engine.job import ImageInput
+from engine.job import ImageInput, check_frame_span
 
 ENV_MAX_PIXELS = "FACE_FUSION_MAX_PIXELS"
 DEFAULT_MAX_PIXELS = 16384 * 16384  # a 16K plate fits; a PNG declaring 30000 x 30000 (25 GB as float RGBA) does not
@@ -157,6 +157,7 @@ class Plate:
                 raise EngineError(f"{what} sequence '{path}' has no frames on disk",
                                   "check the folder and the #### / %04d part of the name")
             self.frames = sorted(self._files)
+            check_frame_span(self.frames[0], self.frames[-1], f"{what} sequence '{path}' numbers its frames from")
             self.is_float, self.full_float = image_precision(self._files[self.frames[0]], what)
         else:
             check_regular(path, what)
@@ -171,6 +172,7 @@ class Plate:
     def pin_frames(self, first: int, last: int) -> None:
         """A still (in-memory pixels) stands for the frames of the job."""
         if self.still:
+            check_frame_span(first, last)  # before the list: 2**31 frame numbers would exhaust memory
             self.frames = list(range(first, last + 1))
 
     def read_raw(self, frame: int) -> np.ndarray:

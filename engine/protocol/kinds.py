@@ -24,6 +24,7 @@ from .messages import (
 )
 
 FRAME_MIN, FRAME_MAX = -(1 << 31), 1 << 31
+MAX_FRAMES_PER_JOB = 1_000_000  # 11.5 hours at 24 fps: far above any shot, far below what would exhaust memory
 
 
 @dataclass
@@ -90,6 +91,9 @@ def _parse_render(msg: dict[str, Any]) -> dict[str, Any]:
     a, b = out["frame_start"], out["frame_end"]
     if a is not None and b is not None and b < a:
         raise ProtocolError(f"frame_end {b} is before frame_start {a}")
+    if a is not None and b is not None and b - a + 1 > MAX_FRAMES_PER_JOB:
+        raise ProtocolError(f"frames {a} to {b} are {b - a + 1} frames, more than the {MAX_FRAMES_PER_JOB} one "
+                            "job may render; split it into several jobs")
     out["skip_existing"] = bool_field(msg, "skip_existing", False)
     prefix = str_field(msg, "file_prefix", required=False, default="facefusion", max_len=64)
     if not FILE_PREFIX_RE.match(prefix):
