@@ -206,7 +206,7 @@ def parse_incoming(data: bytes) -> dict[str, Any]:
     """Client side: decode and sanity-check a reply, event or notice from the engine."""
     msg = decode(data)
     kind = msg.get("kind")
-    if msg.get("v") != PROTOCOL_VERSION:
+    if not is_int(msg.get("v")) or msg.get("v") != PROTOCOL_VERSION:
         raise ProtocolError(version_mismatch_message(msg.get("v"), side="engine"))
     if kind == "reply":
         if not is_int(msg.get("id")) or not isinstance(msg.get("ok"), bool):

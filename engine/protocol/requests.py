@@ -63,7 +63,7 @@ def parse_request(data: bytes | dict[str, Any]) -> dict[str, Any]:
 def _parse(msg: dict[str, Any]) -> dict[str, Any]:
     if "v" not in msg:
         raise ProtocolError("missing protocol version field 'v'")
-    if msg["v"] != PROTOCOL_VERSION:
+    if not is_int(msg["v"]) or msg["v"] != PROTOCOL_VERSION:  # true and 1.0 equal 1 in Python, not on the wire
         raise ProtocolError(version_mismatch_message(msg["v"]))
     rid = int_field(msg, "id", lo=0, hi=MAX_ID)
     op = msg.get("op")

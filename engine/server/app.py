@@ -268,7 +268,7 @@ class Server(JobQueue):
     def _dispatch(self, client: ClientConn, req: dict[str, Any]) -> dict[str, Any]:
         op = req["op"]
         if op == "hello":
-            if req["protocol"] != PROTOCOL_VERSION:
+            if type(req["protocol"]) is not int or req["protocol"] != PROTOCOL_VERSION:  # true == 1.0 == 1
                 raise protocol.ProtocolError(protocol.version_mismatch_message(req["protocol"]), req["id"])
             client.greeted = True
             client.name = req["client"]
