@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from engine import __version__
+from engine import __version__, responsible  # responsible: watermark, audit, consent, export, provenance (issue 14)
 from engine import settings as schema
 from engine.errors import EngineError, JobCancelled
 from engine.farm import command as farm  # analyse, farm, swap --analysis/--settings: render farms (issue 13)
@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "per-user data folder)")
     add_settings_options(sw)
     farm.add_swap_options(sw)
+    responsible.add_swap_options(sw)
     farm.add_parsers(sub, add_settings_options)
 
     dm = sub.add_parser("demo", help="build a shot from real photos, swap it, write EXRs and a contact sheet")
@@ -102,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         return quality_main(argv[1:])
     if argv and argv[0] == "farm":
         return farm.main(argv[1:])
+    if argv and argv[0] in responsible.COMMANDS:
+        return responsible.main(argv)
     args = build_parser().parse_args(argv)
     try:
         if args.command == "swap":
@@ -137,6 +140,7 @@ def _swap(args: argparse.Namespace) -> int:
         frame_end=end,
         skip_existing=args.skip_existing,
     )
+    responsible.before_swap(args, job)
     printer = ProgressPrinter(quiet=args.quiet)
     summary = farm.swap_engine(args, job).run(job, printer)
     printer.close()

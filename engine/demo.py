@@ -11,7 +11,7 @@ import os
 import cv2
 import numpy as np
 
-from engine import shots
+from engine import consent, shots
 from engine.io import colour
 from engine.io.exr import read_exr
 from engine.job import ImageInput, SwapJob
@@ -43,6 +43,10 @@ def run_demo(out: str, n_frames: int = 8, quiet: bool = False) -> int:
     frames, _ = shots.render_shot(shots.load_photo_linear("t1"), (1280, 720), n_frames, fit=1.05)
     pattern = shots.write_sequence(frames, plate_dir)
     source = shots.write_photo("astronaut", out)
+    # Consent is never assumed (issue 14): the demo confirms it for its public-domain source, visibly.
+    note = "demo: scikit-image's astronaut photo (Eileen Collins, NASA, public domain)"
+    consent.grant(consent.identity_digest([ImageInput(path=source)]), note)
+    print(f"consent recorded for the demo's source identity: {note}")
     exr_dir = os.path.join(out, "exr")
     job = SwapJob(sources=[ImageInput(path=source)], plate=ImageInput(path=pattern), output_dir=exr_dir,
                   settings={"face_selector": "all", "output_mode": "composite"})

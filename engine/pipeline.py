@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import audit
+from engine import audit, consent
 from engine import settings as schema
 from engine.analysis import SOURCE_FACE_MODELS, AnalysisRun, FaceModels, ShotAnalysis, face_models, obtain
 from engine.analysis.stats import skin_stats_of
@@ -231,7 +231,7 @@ class Engine:
             ctx.check_cancel()
             matched = window.matched(p)
             layers, rgba = composite_frame(ctx, p, matched)
-            writer.write(p, layers, rgba, prov.attributes(p))
+            writer.write(p, *prov.mark(p, layers, rgba), prov.attributes(p))  # the watermark (issue 14)
 
         try:
             for start in range(0, len(todo), chunk):
@@ -253,7 +253,7 @@ class Engine:
         """Render a frame range to EXRs. Raises EngineError for bad input, JobCancelled when cancelled."""
         t_start = time.perf_counter()
         s = _checked_settings(job.settings)
-        out_dir = _prepare_output(job.output_dir)
+        out_dir = _prepare_output(consent.checked(job).output_dir)  # no consent: nothing is written
         sweep_partials(out_dir)  # what a killed earlier run left mid-write
         plate = Plate(_plate_input(job.plate, s))
         ctx: JobContext | None = None
@@ -280,7 +280,7 @@ class Engine:
                     "job": "render", "outcome": outcome, "plate": plate.describe(), "frames": [first, last],
                     "frames_written": writer.written, "output_dir": out_dir, "source_identity": ctx.identity.digest,
                     "sources": [src.describe() for src in job.sources], "settings": s.as_dict(),
-                    "models": prov.job_models()})
+                    "models": prov.job_models(), **prov.audit_fields()})
                 if problem:
                     on_event({"type": "warning", "frame": None, "message": problem})
         summary = {"type": "done", "frames": writer.written, "seconds": round(time.perf_counter() - t_start, 3),

@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from typing import Any
 
-from engine import __version__
+from engine import __version__, audit, consent, policy
 from engine import settings as schema
 from engine.analysis import face_models
 from engine.models import catalogue, verify
 from engine.records import JobContext, PendingFrame
 from engine.stages import registry
+from engine.stages.composite import FrameLayers, composite
 from engine.stages.upscale_waifu2x import denoise_model
+from engine.watermark import payload as wm_payload
+from engine.watermark.embed import mark_face_layer
 
 
 def analysis_models(s: Any) -> list[str]:
@@ -59,6 +63,46 @@ class Provenance:
         self.super_resolved = False  # any frame of the job
         self._record = verify.read_record(catalogue.models_dir(models_dir))
         self._hashes: dict[str, str] = {}
+        self._responsible_use()
+
+    # ---- responsible use: watermark, consent, audit chain (issue 14) ---------------------------------------
+    def _responsible_use(self) -> None:
+        """Decide the watermark, take the consent on record and write the render's audit start line, whose hash
+        every EXR of the render carries (a log rewritten or cut short no longer matches the frames)."""
+        ctx = self.ctx
+        s = ctx.settings
+        settings_json = schema.canonical_json(schema.normalise(s))
+        plate_name = os.path.basename(ctx.plate.describe().rstrip("/"))
+        self.render_id = wm_payload.render_id(settings_json, ctx.identity.digest, plate_name, __version__)
+        locked = policy.watermark_locked()
+        on = s.watermark or locked
+        self.payload = wm_payload.payload_for(ctx.identity.digest, self.render_id) if on else None
+        self.watermark_state = ("on" if s.watermark else "on: the studio policy locks it (the setting was off)") \
+            if on else "off: turned off by the watermark setting"
+        self.consent = consent.require(ctx.identity.digest)
+        self.audit_line, problem = audit.append({
+            "job": "render-start", "render_id": self.render_id, "source_identity": ctx.identity.digest,
+            "plate": ctx.plate.describe(), "consent": self.consent, "watermark": self._watermark_record()})
+        if problem:
+            ctx.emit({"type": "warning", "frame": None, "message": problem})
+
+    def _watermark_record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"state": self.watermark_state}
+        if self.payload is not None:
+            out.update(self.payload.describe())
+        return out
+
+    def audit_fields(self) -> dict[str, Any]:
+        """What the render's closing audit line adds: the start line it closes, consent and watermark state."""
+        return {"start": self.audit_line, "render_id": self.render_id, "consent": self.consent,
+                "watermark": self._watermark_record()}
+
+    def mark(self, p: PendingFrame, layers: FrameLayers, rgba: Any) -> tuple[FrameLayers, Any]:
+        """The frame's layers and RGBA with the invisible watermark in the face layer (and so in the composite)."""
+        if self.payload is None or not p.faces:
+            return layers, rgba
+        mark_face_layer(layers.face, p.plate, p.gamut, wm_payload.encode(self.payload))
+        return layers, composite(p.plate, layers) if self.ctx.settings.output_mode == "composite" else layers.face
 
     def hash_of(self, model_id: str) -> str:
         if model_id not in self._hashes:
@@ -105,4 +149,8 @@ class Provenance:
             # per replaced face, Face1..N: how sure the shot analysis is of it on this frame, in [0, 1]
             "facefusion:confidence": json.dumps([round(float(c), 4) for c in p.confidence]),
             "facefusion:notice": "Synthetic face replacement made with Face Fusion",
+            "facefusion:render_id": self.render_id,
+            "facefusion:watermark": json.dumps(self._watermark_record(), sort_keys=True),
+            "facefusion:consent": json.dumps(self.consent, sort_keys=True),
+            "facefusion:audit_line": self.audit_line or "",
         }

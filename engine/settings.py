@@ -225,6 +225,10 @@ SCHEMA: tuple[Setting, ...] = (
     Setting("output_mode", "enum", "face", "Output", "What the EXR's RGBA holds", "output", choices=OUTPUT_CHOICES),
     Setting("colorspace", "str", "auto", "Plate Colour Space",
             "Colour space of the plate: auto (EXR linear, others sRGB), or a colour space name", "output"),
+    # issue 14: an invisible mark in the replaced region; turning it off is recorded (a studio policy can lock it)
+    Setting("watermark", "bool", True, "Invisible Watermark",
+            "Mark the replaced face invisibly (engine, source identity and render id; 'python -m engine watermark "
+            "detect' reads it back from exported images and movies)", "output"),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SCHEMA}

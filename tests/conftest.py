@@ -21,6 +21,10 @@ def pytest_configure(config):
 
     os.environ["FACE_FUSION_AUDIT_LOG"] = os.path.join(tempfile.mkdtemp(prefix="ff-audit-"), "audit.jsonl")
     os.environ["FACE_FUSION_CACHE_DIR"] = tempfile.mkdtemp(prefix="ff-cache-")  # analysis cache of the tests
+    # Issue 14: a render needs consent per source identity. The tests confirm it explicitly, for the public and
+    # test photos they render (insightface, scikit-image, ../shared/data), in their own store, never the user's.
+    os.environ["FACE_FUSION_CONSENT_FILE"] = os.path.join(tempfile.mkdtemp(prefix="ff-consent-"), "consent.json")
+    os.environ["FACE_FUSION_CONSENT_ALL"] = "engine tests: public test photos (insightface, scikit-image, shared data)"
 
 
 @pytest.fixture(scope="session")

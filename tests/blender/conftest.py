@@ -38,6 +38,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     os.environ.setdefault("FACE_FUSION_AUDIT_LOG", os.path.join(tempfile.mkdtemp(prefix="ff-audit-"), "audit.jsonl"))
     os.environ.setdefault("FACE_FUSION_CACHE_DIR", tempfile.mkdtemp(prefix="ff-cache-"))  # engine analysis cache
+    # Issue 14: consent per source identity, confirmed explicitly for the tests' public photos, in a store of their own
+    os.environ.setdefault("FACE_FUSION_CONSENT_FILE", os.path.join(tempfile.mkdtemp(prefix="ff-consent-"), "c.json"))
+    os.environ.setdefault("FACE_FUSION_CONSENT_ALL", "Blender tests: public test photos (insightface, scikit-image)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

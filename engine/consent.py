@@ -1,0 +1,131 @@
+"""Consent per source identity: before a likeness is rendered, someone confirms that they have the right to use
+it for this work. Stored by the source-identity hash the engine computes from the photos' pixels (never the photo):
+who, when, the hash and a note. A render of an identity without a confirmation stops before anything is written.
+
+Store: JSON at $FACE_FUSION_CONSENT_FILE, else ``consent.json`` in the per-user data folder (a project or a farm
+points the variable at the file saved with the shot). $FACE_FUSION_CONSENT_ALL="<note>" confirms every identity a
+process renders (tests, a supervised batch); each render records it in the audit log; a studio policy can forbid it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import fcntl
+import getpass
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from engine import policy
+from engine.errors import EngineError
+from engine.job import ImageInput, SwapJob
+from engine.models.catalogue import default_models_dir
+
+ENV_FILE = "FACE_FUSION_CONSENT_FILE"
+ENV_ALL = "FACE_FUSION_CONSENT_ALL"
+
+
+def store_path() -> Path:
+    value = os.environ.get(ENV_FILE, "")
+    return Path(value).expanduser() if value else default_models_dir().parent / "consent.json"
+
+
+def identity_digest(sources: list[ImageInput]) -> str:
+    """The source-identity hash, exactly as the engine's source analysis computes it (8-bit sRGB pixels)."""
+    from engine.io import colour
+    from engine.sources import load_photo_srgb
+
+    if not sources:
+        raise EngineError("no source photo given", "pass at least one --source photo of the new face")
+    digest = hashlib.sha256()
+    for src in sources:
+        digest.update(colour.to_u8(load_photo_srgb(src)).tobytes())
+    return digest.hexdigest()
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise EngineError(f"the consent store {path} cannot be read ({exc})", f"fix it or set ${ENV_FILE}") from exc
+    return data if isinstance(data, dict) else {}
+
+
+def _update(change: Any) -> dict[str, Any]:
+    """Read-modify-write the store under an exclusive lock, replaced atomically."""
+    path = store_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(path) + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = _read(path)
+        entry = change(data)
+        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+    return entry
+
+
+def _who() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def grant(identity: str, note: str, who: str | None = None) -> dict[str, Any]:
+    if not note.strip():
+        raise EngineError("a consent needs a note", "say whose likeness it is and for which work, e.g. --note "
+                                                    "'J. Doe, signed release 2026-11-02, shot 042'")
+    entry = {"identity": identity, "who": who or _who(), "when": _now(), "note": note.strip()}
+
+    def change(data: dict[str, Any]) -> dict[str, Any]:
+        data[identity] = entry
+        return entry
+    return _update(change)
+
+
+def revoke(identity: str, who: str | None = None) -> dict[str, Any] | None:
+    def change(data: dict[str, Any]) -> dict[str, Any] | None:
+        entry = data.get(identity)
+        if entry is not None and "revoked" not in entry:
+            entry["revoked"] = {"who": who or _who(), "when": _now()}
+        return entry
+    return _update(change)
+
+
+def lookup(identity: str) -> dict[str, Any] | None:
+    """The identity's standing confirmation (stored, or the process-wide one), or None."""
+    entry = _read(store_path()).get(identity)
+    if isinstance(entry, dict) and "revoked" not in entry:
+        return {**entry, "by": "store"}
+    blanket = os.environ.get(ENV_ALL, "").strip()
+    if blanket and not policy.blanket_consent_forbidden():
+        return {"identity": identity, "who": _who(), "when": _now(), "note": blanket, "by": f"${ENV_ALL}"}
+    return None
+
+
+def require(identity: str) -> dict[str, Any]:
+    entry = lookup(identity)
+    if entry is None:
+        revoked = _read(store_path()).get(identity, {}).get("revoked")
+        why = f"consent for source identity {identity[:12]} was revoked on {revoked['when']}" if revoked else \
+            f"no consent is recorded for source identity {identity[:12]}"
+        raise EngineError(f"{why}: nothing was rendered",
+                          "confirm that you have the right to use this likeness for this work: python -m engine "
+                          "consent grant --source PHOTO... --note 'whose face, which release, which work' "
+                          "(or swap --consent 'note')")
+    return entry
+
+
+def checked(job: SwapJob) -> SwapJob:
+    """The job, once its source identity has a confirmation; raises EngineError (nothing written) otherwise."""
+    require(identity_digest(job.sources))
+    return job
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
