@@ -156,8 +156,10 @@ class EngineProcess(ClientState):
         opts = self._launch
         assert opts is not None
         key = os.urandom(32)
+        # --remove-socket-dir: the engine removes the folder when it exits, even after this process was killed.
         cmd = [opts["python"], "-m", "engine", "serve", "--socket-dir", socket_dir, "--key-stdin",
-               "--watch-stdin", "--device", opts["device"], "--render-workers", str(opts["render_workers"])]
+               "--remove-socket-dir", "--watch-stdin", "--device", opts["device"],
+               "--render-workers", str(opts["render_workers"])]
         if sys.platform != "win32":
             cmd += ["--parent-pid", str(os.getpid())]
         if opts["models_dir"]:

@@ -108,6 +108,11 @@ class Server(JobQueue):
                             os.unlink(path)
                     except (OSError, ValueError, KeyError):
                         pass
+            if self.opts.remove_socket_dir:  # the folder a client made for this engine alone: gone once empty
+                try:
+                    os.rmdir(socket_dir)
+                except OSError:
+                    pass
         log.info("engine stopped: %s", self.stop_reason)
         return 0
 

@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--idle-timeout", type=float, default=0.0,
                    help="exit after this many seconds without clients or jobs (0: never)")
     p.add_argument("--parent-pid", type=int, default=0, help="exit when this process is gone")
+    p.add_argument("--remove-socket-dir", action="store_true",
+                   help="remove --socket-dir at exit when it is empty (a folder its starter made for this engine)")
     p.add_argument("--watch-stdin", action="store_true", help="exit when stdin reaches EOF (the starter died)")
     p.add_argument("--key-stdin", action="store_true",
                    help=f"read the hex authkey from stdin's first line (else ${transport.ENV_KEY}, else random; "
