@@ -1,7 +1,8 @@
 """Names of the files a bake writes, and the rule for temporary files of writers that died.
 
 Standard library only: the add-on (which ships this module) and the client use the same names as the engine.
-A frame is written to ``.<name>.<host>.<pid>.<random>.partial.exr`` in the same folder, then renamed; only
+A frame is written to ``.<name>.<host>.<pid>.<random>.partial.exr`` in the same folder, then renamed (``<host>``
+carries the PID namespace on Linux: ``name~<inode>``); only
 the writer's own host can tell whether that pid still runs, so sweeps never touch another host's files (render
 farm workers may share one cache folder).
 """
@@ -24,8 +25,17 @@ def output_name(frame: int, prefix: str = PREFIX) -> str:
     return f"{prefix}.{frame:04d}.exr"
 
 
-def _host() -> str:
+def _plain_host() -> str:
     return socket.gethostname().replace(".", "_") or "host"
+
+
+def _host() -> str:
+    """The host name, plus the PID namespace where the system names it (Linux): a writer whose name carries our
+    own namespace is judged by its pid at once, without waiting QUIET_SECONDS for a container look-alike."""
+    try:
+        return f"{_plain_host()}~{os.stat('/proc/self/ns/pid').st_ino:x}"
+    except OSError:
+        return _plain_host()
 
 
 def partial_prefix(path: str) -> str:
@@ -73,7 +83,7 @@ def sweep_partials(folder: str, dead_pid: int | None = None) -> list[str]:
         names = os.listdir(folder)
     except OSError:
         return removed
-    host = _host()
+    host, plain = _host(), _plain_host()
     now = time.time()
     for name in names:
         if not (name.startswith(".") and name.endswith(PARTIAL_SUFFIX)):
@@ -84,10 +94,12 @@ def sweep_partials(folder: str, dead_pid: int | None = None) -> list[str]:
             age = now - os.stat(path).st_mtime
         except OSError:
             continue
-        if writer is None or writer[0] != host:
+        if writer is None or writer[0] not in (host, plain):
             dead = age > STALE_SECONDS
         elif dead_pid is not None:  # a client that saw its own engine die: exactly that writer's files
             dead = writer[1] == dead_pid
+        elif writer[0] == host != plain:  # same host, same PID namespace: a dead pid is a dead writer
+            dead = age > STALE_SECONDS or not pid_alive(writer[1])
         else:
             dead = age > STALE_SECONDS or (age > QUIET_SECONDS and not pid_alive(writer[1]))
         if dead:

@@ -49,3 +49,25 @@ def test_the_socket_folder_goes_with_the_engine_of_a_killed_client():
     assert proc.wait(30) == -signal.SIGKILL
     wait_until(lambda: not transport.pid_alive(int(pid)), 30, "the engine exits after its client")
     assert not os.path.exists(socket_dir)
+
+
+def test_a_killed_writers_partial_exr_goes_at_the_next_run_on_this_host(tmp_path):
+    """A hidden partial EXR of a kill -9'd CLI used to stay 10 minutes, even for a re-run by the same host."""
+    from engine.outputs import _host
+    from tests.reliability_support import exrs, tiny_shot
+
+    shot = tiny_shot(str(tmp_path))
+    gone = subprocess.run([PY, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, timeout=30)
+    assert gone.returncode == 0
+    out = tmp_path / "out"
+    out.mkdir()
+    dead = out / f".facefusion.0001.exr.{_host()}.{gone.stdout.strip()}.k9x2ab.partial.exr"
+    live = out / f".facefusion.0002.exr.{_host()}.{os.getpid()}.m3n4op.partial.exr"  # a writer still running
+    for f in (dead, live):
+        f.write_bytes(b"half a frame")
+    proc = subprocess.run([PY, "-m", "engine", "swap", "--quiet", "--no-super-resolution", "--source",
+                           shot["source"], "--target", shot["pattern"], "--output", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not dead.exists() and live.exists()
+    assert exrs(str(out)) == ["facefusion.0001.exr", "facefusion.0002.exr"]
