@@ -50,6 +50,11 @@ EventSink = Callable[[dict[str, Any]], None]
 
 
 
+def frames_text(first: int, last: int) -> str:
+    """'frame 7', 'frames 1001 to 1050': no dash, which reads wrong next to negative frame numbers ('-3--3')."""
+    return f"frame {first}" if first == last else f"frames {first} to {last}"
+
+
 def check_frame_span(first: int, last: int, what: str = "frame range") -> None:
     """Refuse a job over more than MAX_FRAMES_PER_JOB frames before anything lists them."""
     if last - first + 1 > MAX_FRAMES_PER_JOB:

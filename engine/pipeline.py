@@ -28,7 +28,7 @@ from engine.errors import EngineError, JobCancelled
 from engine.face_steps import align, mattes, refine_crops, swap
 from engine.io import colour
 from engine.io.plates import Plate
-from engine.job import EventSink, ImageInput, SwapJob
+from engine.job import EventSink, ImageInput, SwapJob, frames_text
 from engine.outputs import output_name, sweep_partials
 from engine.provenance import Provenance, neural_models
 from engine.records import JobContext, PendingFrame, PreviewResult
@@ -373,9 +373,10 @@ def _frame_range(plate: Plate, start: int | None, end: int | None) -> tuple[int,
     a = lo if start is None else start
     b = hi if end is None else end
     if a > b:
-        raise EngineError(f"frame range {a}-{b} is empty", "give the first frame before the last")
+        raise EngineError(f"frame range {a} to {b} is empty", "give the first frame before the last")
     if a < lo or b > hi:
-        raise EngineError(f"frame range {a}-{b} is outside the plate '{plate.describe()}' ({lo}-{hi})",
+        raise EngineError(f"{frames_text(a, b)} {'is' if a == b else 'are'} outside the plate '{plate.describe()}' "
+                          f"({frames_text(lo, hi)})",
                           f"choose frames between {lo} and {hi}")
     have = set(plate.frames)
     missing = [f for f in range(a, b + 1) if f not in have]

@@ -117,3 +117,11 @@ def test_a_cache_entry_of_the_wrong_shape_is_a_miss(tmp_path, shot, damage):
     with np.load(entry) as z:  # analysed again and stored whole
         stored = json.loads(str(z["meta"]))
     assert isinstance(stored["shot_starts"], list) and isinstance(stored["tracks"][0]["first"], int)
+
+
+def test_a_negative_frame_reads_as_a_frame_not_a_dash_soup(tmp_path, shot):
+    """Item 14: '--frames -3' used to say 'frame range -3--3'."""
+    proc = swap("--source", shot["source"], "--target", shot["pattern"], "--output", str(tmp_path), "--frames", "-3")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "error: frame -3 is outside the plate" in proc.stderr and "(frames 1 to 2)" in proc.stderr
+    assert "--" not in proc.stderr.split("error:", 1)[1]

@@ -15,7 +15,7 @@ from engine.errors import EngineError
 from engine.frame_pattern import sequence_files
 from engine.io import colour
 from engine.io.files import check_regular
-from engine.job import ImageInput, check_frame_span
+from engine.job import ImageInput, check_frame_span, frames_text
 
 ENV_MAX_PIXELS = "FACE_FUSION_MAX_PIXELS"
 DEFAULT_MAX_PIXELS = 16384 * 16384  # a 16K plate fits; a PNG declaring 30000 x 30000 (25 GB as float RGBA) does not
@@ -178,7 +178,8 @@ class Plate:
     def read_raw(self, frame: int) -> np.ndarray:
         """Frame as stored, float32 RGBA, no colour conversion."""
         if frame not in self.frames:
-            raise EngineError(f"frame {frame} is outside the {self.what} ({self.frames[0]}-{self.frames[-1]})",
+            have = frames_text(self.frames[0], self.frames[-1])
+            raise EngineError(f"frame {frame} is outside the {self.what} ({have})",
                               "choose a frame range inside the plate")
         if self._pixels is not None:
             return self._pixels
