@@ -263,7 +263,7 @@ class EngineProcess(ClientState):
         if transport.pid_alive(pid):
             return
         with self._lock:
-            dirs = {j.output_dir for j in self._jobs.values() if j.output_dir and not j.done}
+            dirs = {j.output_dir for j in self._jobs.values() if j.output_dir and (not j.done or j.lost)}
         for d in dirs:
             outputs.sweep_partials(d, dead_pid=pid)
 
@@ -344,7 +344,7 @@ class EngineProcess(ClientState):
         pid = self.info.get("pid")
         self._cleanup_dead_engine()
         with self._lock:
-            dirs = {j.output_dir for j in self._jobs.values() if j.output_dir and not j.done}
+            dirs = {j.output_dir for j in self._jobs.values() if j.output_dir and (not j.done or j.lost)}
         if pid is not None and not transport.pid_alive(pid):
             for d in dirs:
                 # Only the dead engine's own temporary files: other hosts (render farm) may share the folder.
