@@ -1,18 +1,21 @@
 """The Flamenco job types (packaging/flamenco) compiled under Node.js against a recording stand-in of Flamenco's
 job-author API (tests/flamenco_author.js): the tasks, commands, frame chunks and dependencies they produce.
 
-The engine job type's compiled commands are then run as a worker would (Flamenco variables replaced by this
-machine's values): analysis, then the chunks, equal to a single run. The Blender job type is compiled for a real
+`farm flamenco --manager` submits an engine job (to a local HTTP endpoint standing in for the Manager); its
+compiled commands are then run as a worker would (Flamenco variables replaced by this machine's values):
+analysis, then the chunks, equal to a single run. The Blender job type is compiled for a real
 scene saved with bpy, its settings evaluated in Blender the way Flamenco's add-on evaluates them."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +62,8 @@ def test_job_types_keep_to_what_goja_runs(script):
 def test_engine_job_type_compiles_to_one_analysis_then_chunks_that_depend_on_it(tmp_path):
     settings = {"source_photos": "/studio/sh010/source", "plate": "/studio/sh010/plate.####.exr",
                 "output": "/studio/sh010/ff", "settings_file": "/studio/sh010/ff.json", "frames": "1-20, 30-34",
-                "chunk_size": 8, "engine_python": "{facefusion_python}", "engine_root": "{facefusion_root}"}
+                "chunk_size": 8, "engine_python": "{facefusion_python}", "engine_root": "{facefusion_root}",
+                "models_dir": "/studio/models"}
     tasks = _compile(ENGINE_JOB, settings, tmp_path)["tasks"]
     assert [t["name"] for t in tasks] == ["analyse-shot", "render-1-8", "render-9-16", "render-17-20",
                                           "render-30-34"]
@@ -75,19 +79,53 @@ def test_engine_job_type_compiles_to_one_analysis_then_chunks_that_depend_on_it(
         assert a[3] == "swap" and a[a.index("--frames") + 1] == frames
         assert a[a.index("--analysis") + 1] == "/studio/sh010/ff/face-fusion.analysis.npz"
         assert "--skip-existing" in a and a[a.index("--source") + 1] == "/studio/sh010/source"
+        assert a[a.index("--models-dir") + 1] == "/studio/models"
     bad = _compile(ENGINE_JOB, dict(settings, frames="20-10"), tmp_path)
     assert "ends before it starts" in bad["error"]
 
 
-def test_engine_job_commands_run_on_a_worker_equal_a_single_run(tmp_path):
-    """The compiled commands, with Flamenco's variables replaced as a worker does, render the shot: analysis
-    first, then 3 chunks; every frame equals a single machine's, and no chunk analyses."""
+class _Manager(http.server.BaseHTTPRequestHandler):
+    """The one request of Flamenco Manager's REST API that `farm flamenco --manager` makes: POST /api/v3/jobs."""
+
+    received: list = []
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _Manager.received.append((self.path, self.headers["Content-Type"], body))
+        reply = json.dumps({"id": "3f1e1c1a-job", **body}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_engine_job_submitted_and_run_on_a_worker_equals_a_single_run(tmp_path):
+    """`farm flamenco --manager` submits the shot's job; its compiled commands, with Flamenco's variables replaced
+    as a worker does, render the shot: analysis first, then 3 chunks, every frame equal to a single machine's."""
     shot = farm_shot(tmp_path / "shot", 6, (320, 180), shots.CameraMove(pan=(-18, 6), zoom=(1.0, 1.04)))
-    (tmp_path / "settings.json").write_text("{}")
-    settings = {"source_photos": shot["source"], "plate": shot["plate"], "output": str(tmp_path / "farm"),
-                "settings_file": str(tmp_path / "settings.json"), "frames": "1-6", "chunk_size": 2,
-                "engine_python": "{facefusion_python}", "engine_root": "{facefusion_root}"}
-    tasks = _compile(ENGINE_JOB, settings, tmp_path)["tasks"]
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Manager)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        r = run_cli("farm", "flamenco", "--source", shot["source"], "--target", shot["plate"], "--output",
+                    str(tmp_path / "farm"), "--chunk-size", "2", "--job", str(tmp_path / "job" / "job.json"),
+                    "--manager", f"http://127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert r.returncode == 0, r.stderr
+    assert "submitted job 3f1e1c1a-job" in r.stdout
+    (path, content_type, doc), = _Manager.received
+    assert path == "/api/v3/jobs" and content_type == "application/json"
+    assert doc == json.loads((tmp_path / "job" / "job.json").read_text())
+    assert doc["type"] == "face-fusion-engine" and doc["settings"]["frames"] == "1-6"
+    job_type = _node(ENGINE_JOB, "job-type")
+    assert set(doc["settings"]) == {s["key"] for s in job_type["settings"]}
+    tasks = _compile(ENGINE_JOB, doc["settings"], tmp_path)["tasks"]
+    assert [t["name"] for t in tasks] == ["analyse-shot", "render-1-2", "render-3-4", "render-5-6"]
     variables = {"{facefusion_python}": sys.executable, "{facefusion_root}": ROOT}
     env = dict(os.environ, FACE_FUSION_CACHE_DIR="off")  # a chunk that analysed would have to do it again
     for t in tasks:  # in dependency order: the analysis first

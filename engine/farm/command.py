@@ -66,9 +66,10 @@ def analyse(args: argparse.Namespace, flags: dict[str, Any]) -> int:
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m engine farm", description="Farm job definitions for a shot")
     sub = p.add_subparsers(dest="farm", required=True)
-    from engine.farm import openjd
+    from engine.farm import flamenco, openjd
 
     openjd.add_parser(sub)
+    flamenco.add_parser(sub)
     args = p.parse_args(argv)
     from engine.errors import EngineError
 

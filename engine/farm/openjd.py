@@ -32,8 +32,8 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=write_bundle)
 
 
-def add_shot_options(p: argparse.ArgumentParser) -> None:
-    """The shot's values, shared by every farm's job writer."""
+def add_shot_options(p: argparse.ArgumentParser, python: str = sys.executable, root: str = str(ROOT)) -> None:
+    """The shot's values, shared by every farm's job writer (``python`` and ``root``: the workers' defaults)."""
     p.add_argument("--source", required=True, metavar="DIR", help="folder with the photos of the new face")
     p.add_argument("--target", required=True, metavar="PLATE", help="plate: a movie, an image or a sequence "
                                                                      "(plate.####.exr)")
@@ -41,8 +41,8 @@ def add_shot_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--frames", metavar="FIRST-LAST", help="frames to render (default: the whole plate)")
     p.add_argument("--chunk-size", type=int, default=16, help="frames per render task [16]")
     p.add_argument("--settings", metavar="FILE", help="JSON settings file (default: an empty one, the defaults)")
-    p.add_argument("--python", default=sys.executable, help="the engine's Python on the workers [this one]")
-    p.add_argument("--engine-folder", default=str(ROOT), help="folder holding engine/ on the workers [this one]")
+    p.add_argument("--python", default=python, help=f"the engine's Python on the workers [{python}]")
+    p.add_argument("--engine-folder", default=root, help=f"folder holding engine/ on the workers [{root}]")
     p.add_argument("--models-dir", default=None, help="models folder on the workers [this engine's]")
 
 
@@ -83,7 +83,7 @@ def shot_values(args: argparse.Namespace, settings_dir: str) -> dict[str, Any]:
     return {"SourcePhotos": source, "PlateFolder": os.path.dirname(plate_path),
             "PlateName": os.path.basename(plate_path), "OutputFolder": output, "SettingsFile": settings,
             "FrameStart": first, "FrameEnd": last, "ChunkSize": args.chunk_size,
-            "EnginePython": args.python, "EngineFolder": os.path.abspath(args.engine_folder),
+            "EnginePython": args.python, "EngineFolder": args.engine_folder,
             "ModelsFolder": str(models_dir(args.models_dir).resolve())}
 
 
@@ -92,10 +92,11 @@ def write_bundle(args: argparse.Namespace) -> int:
         raise EngineError(f"the job template {TEMPLATE} is missing", "run from a full checkout of the project")
     bundle = os.path.abspath(args.bundle)
     os.makedirs(bundle, exist_ok=True)
+    args.engine_folder = os.path.abspath(args.engine_folder)
     values = shot_values(args, bundle)
     shutil.copyfile(TEMPLATE, os.path.join(bundle, "template.yaml"))
-    _write_json(os.path.join(bundle, "parameters.json"), values)
-    _write_json(os.path.join(bundle, "parameter_values.json"),
+    write_json(os.path.join(bundle, "parameters.json"), values)
+    write_json(os.path.join(bundle, "parameter_values.json"),
                 {"parameterValues": [{"name": k, "value": v} for k, v in values.items()]})
     print(f"wrote the job bundle {bundle}; run it here with:\n"
           f"  openjd run {os.path.join(bundle, 'template.yaml')} --step Render --run-dependencies "
@@ -104,7 +105,7 @@ def write_bundle(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_json(path: str, doc: Any) -> None:
+def write_json(path: str, doc: Any) -> None:
     tmp = path + ".partial"
     Path(tmp).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)

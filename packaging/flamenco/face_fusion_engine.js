@@ -28,6 +28,8 @@ const JOB_TYPE = {
           description: "The engine's Python on the workers (a Flamenco variable by default)" },
         { key: "engine_root", type: "string", default: "{facefusion_root}", visible: "submission",
           description: "Folder that holds the engine package on the workers" },
+        { key: "models_dir", type: "string", default: "", visible: "submission",
+          description: "The engine's models folder on the workers (empty: the engine's default)" },
     ],
 };
 
@@ -43,7 +45,8 @@ function compileJob(job) {
     const s = job.settings;
     const ranges = contiguousChunks(s.frames, s.chunk_size);
     const analysisPath = path.join(s.output, ANALYSIS_NAME);
-    const common = ["--target", s.plate, "--analysis", analysisPath, "--settings", s.settings_file];
+    const common = ["--target", s.plate, "--analysis", analysisPath, "--settings", s.settings_file].concat(
+        s.models_dir ? ["--models-dir", s.models_dir] : []);
 
     const analyse = author.Task("analyse-shot", ENGINE_TASK_TYPE);
     analyse.addCommand(engineCommand(s, ["analyse"].concat(common, ["--quiet"])));

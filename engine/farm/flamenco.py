@@ -1,0 +1,76 @@
+"""``python -m engine farm flamenco``: a Flamenco job of the type ``face-fusion-engine``
+(``packaging/flamenco/face_fusion_engine.js``) for one shot, written as the JSON Flamenco Manager's REST API takes
+(``POST /api/v3/jobs``) and, given ``--manager URL``, submitted.
+
+The engine's Python and folder default to the Manager's two-way variables ``{facefusion_python}`` and
+``{facefusion_root}``; every path is made absolute on this machine and ``submitter_platform`` says which platform
+they are written for, so the Manager maps them for each worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+from typing import Any
+
+from engine.errors import EngineError
+from engine.farm.openjd import add_shot_options, shot_values, write_json
+
+JOB_TYPE = "face-fusion-engine"  # Flamenco names a job type after its script file, '_' read as '-'
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("flamenco", help="write (and optionally submit) a Flamenco job for a shot",
+                       description="Write the Flamenco job for a shot (job type face-fusion-engine) as JSON; with "
+                                   "--manager, submit it to that Flamenco Manager.")
+    add_shot_options(p, python="{facefusion_python}", root="{facefusion_root}")
+    p.add_argument("--job", required=True, metavar="FILE", help="where the job's JSON is written")
+    p.add_argument("--name", default=None, help="job name [the plate's name]")
+    p.add_argument("--manager", metavar="URL", help="Flamenco Manager to submit to, e.g. http://flamenco:8080")
+    p.set_defaults(run=write_job)
+
+
+def job_document(args: argparse.Namespace, settings_dir: str) -> dict[str, Any]:
+    v = shot_values(args, settings_dir)
+    frames = f"{v['FrameStart']}-{v['FrameEnd']}"
+    return {
+        "name": args.name or f"Face Fusion {v['PlateName']} {frames}",
+        "type": JOB_TYPE,
+        "priority": 50,
+        "submitter_platform": sys.platform if sys.platform != "win32" else "windows",
+        "settings": {"source_photos": v["SourcePhotos"], "plate": os.path.join(v["PlateFolder"], v["PlateName"]),
+                     "output": v["OutputFolder"], "settings_file": v["SettingsFile"], "frames": frames,
+                     "chunk_size": v["ChunkSize"], "engine_python": v["EnginePython"],
+                     "engine_root": v["EngineFolder"], "models_dir": args.models_dir or ""},
+        "metadata": {"user.name": os.environ.get("USER") or os.environ.get("USERNAME") or ""},
+    }
+
+
+def write_job(args: argparse.Namespace) -> int:
+    path = os.path.abspath(args.job)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    doc = job_document(args, os.path.dirname(path))
+    write_json(path, doc)
+    if not args.manager:
+        print(f"wrote the Flamenco job {path}; submit it with:\n  curl -X POST -H 'Content-Type: application/json' "
+              f"--data @{path} http://MANAGER:8080/api/v3/jobs")
+        return 0
+    url = args.manager.rstrip("/") + "/api/v3/jobs"
+    request = urllib.request.Request(url, data=json.dumps(doc).encode(), method="POST",
+                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            reply = json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")[:500]
+        raise EngineError(f"Flamenco Manager {url} refused the job ({exc.code}: {detail})",
+                          f"check that {JOB_TYPE} is installed in the Manager's scripts folder") from exc
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise EngineError(f"cannot submit to Flamenco Manager {url} ({exc})",
+                          f"check the URL, or submit {path} by hand") from exc
+    print(f"submitted job {reply.get('id', '?')} ({doc['name']}) to {args.manager}; its JSON is in {path}")
+    return 0
