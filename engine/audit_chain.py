@@ -49,7 +49,7 @@ def verify_log(path: str) -> Report:
             if fields.get("prev") != want_prev:
                 where = rep.hashes.get(fields.get("prev", ""))
                 rep.problem = (f"line {n}: follows line {where}, not line {n - 1} (lines reordered)" if where else
-                               f"line {n}: does not follow line {n - 1} (a line before it was removed or rewritten)")
+                               f"line {n}: does not follow line {n - 1} (a line removed, reordered or rewritten)")
                 return rep
             rep.hashes[fields["hash"]] = n
             if fields.get("job") == "render-start":
