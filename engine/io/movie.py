@@ -70,10 +70,14 @@ class Movie:
         self._counting = False
 
     def _decode_next(self):
+        import av  # loaded already by __init__
+
         try:
             return next(self._iter)
         except StopIteration:
             return None
+        except av.error.FFmpegError as exc:  # a damaged packet: name the file, never an internal error
+            raise EngineError(f"{self.what} '{self.path}' cannot be decoded ({exc})", "re-export the movie") from exc
 
     def read(self, frame: int) -> np.ndarray:
         """Frame ``frame`` (1-based) as float32 RGBA with values as encoded (sRGB / Rec.709 video)."""
