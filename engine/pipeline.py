@@ -375,8 +375,7 @@ def _frame_range(plate: Plate, start: int | None, end: int | None) -> tuple[int,
     if a > b:
         raise EngineError(f"frame range {a} to {b} is empty", "give the first frame before the last")
     if a < lo or b > hi:
-        raise EngineError(f"{frames_text(a, b)} {'is' if a == b else 'are'} outside the plate '{plate.describe()}' "
-                          f"({frames_text(lo, hi)})",
+        raise EngineError(f"{frames_text(a, b)}: outside the plate '{plate.describe()}' ({frames_text(lo, hi)})",
                           f"choose frames between {lo} and {hi}")
     have = set(plate.frames)
     missing = [f for f in range(a, b + 1) if f not in have]

@@ -123,5 +123,5 @@ def test_a_negative_frame_reads_as_a_frame_not_a_dash_soup(tmp_path, shot):
     """Item 14: '--frames -3' used to say 'frame range -3--3'."""
     proc = swap("--source", shot["source"], "--target", shot["pattern"], "--output", str(tmp_path), "--frames", "-3")
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "error: frame -3 is outside the plate" in proc.stderr and "(frames 1 to 2)" in proc.stderr
+    assert "error: frame -3: outside the plate" in proc.stderr and "(frames 1 to 2)" in proc.stderr
     assert "--" not in proc.stderr.split("error:", 1)[1]

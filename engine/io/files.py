@@ -1,5 +1,6 @@
 """User paths are opened only when they name regular files: a FIFO, socket or device would block an open (or a
-read) forever, and OpenImageIO blocks holding the GIL, which freezes every client of the engine."""
+read) forever, and OpenImageIO blocks holding the GIL, which freezes every client of the engine. An image is
+decoded only when its header fits the pixel budget; files the engine writes get the mode a plain open would."""
 
 from __future__ import annotations
 
@@ -8,6 +9,27 @@ import os
 import stat
 
 from engine.errors import EngineError
+
+ENV_MAX_PIXELS = "FACE_FUSION_MAX_PIXELS"
+DEFAULT_MAX_PIXELS = 16384 * 16384  # a 16K plate fits; a PNG declaring 30000 x 30000 (25 GB as float RGBA) does not
+
+
+def max_pixels() -> int:
+    value = os.environ.get(ENV_MAX_PIXELS, "").strip()
+    try:
+        return int(value) if value else DEFAULT_MAX_PIXELS
+    except ValueError:
+        raise EngineError(f"${ENV_MAX_PIXELS} is {value!r}, not a number of pixels", "unset it or give an integer") \
+            from None
+
+
+def check_pixel_budget(width: int, height: int, path: str, what: str) -> None:
+    """Refuse, from the header, an image too large to decode (before any memory is asked for)."""
+    budget = max_pixels()
+    if width * height > budget:
+        raise EngineError(f"{what} '{path}' is {width} x {height} pixels, over the engine's limit of {budget} pixels",
+                          f"use a smaller image, or raise the limit with ${ENV_MAX_PIXELS} if it is really needed")
+
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.errors import EngineError
-from engine.io.files import check_regular
+from engine.io.files import check_pixel_budget, check_regular
 
 
 class Movie:
@@ -21,8 +21,6 @@ class Movie:
         except (av.error.FFmpegError, IndexError) as exc:
             raise EngineError(f"{what} '{path}' is not a movie the engine can decode ({exc})",
                               "convert it to an image sequence or a common codec (H.264, ProRes)") from exc
-        from engine.io.plates import check_pixel_budget  # plates imports this module lazily
-
         try:
             check_pixel_budget(self._stream.codec_context.width, self._stream.codec_context.height, path, what)
         except EngineError:

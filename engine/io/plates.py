@@ -14,29 +14,8 @@ import numpy as np
 from engine.errors import EngineError
 from engine.frame_pattern import sequence_files
 from engine.io import colour
-from engine.io.files import check_regular
+from engine.io.files import check_pixel_budget, check_regular
 from engine.job import ImageInput, check_frame_span, frames_text
-
-ENV_MAX_PIXELS = "FACE_FUSION_MAX_PIXELS"
-DEFAULT_MAX_PIXELS = 16384 * 16384  # a 16K plate fits; a PNG declaring 30000 x 30000 (25 GB as float RGBA) does not
-
-
-def max_pixels() -> int:
-    value = os.environ.get(ENV_MAX_PIXELS, "").strip()
-    try:
-        return int(value) if value else DEFAULT_MAX_PIXELS
-    except ValueError:
-        raise EngineError(f"${ENV_MAX_PIXELS} is {value!r}, not a number of pixels", "unset it or give an integer") \
-            from None
-
-
-def check_pixel_budget(width: int, height: int, path: str, what: str) -> None:
-    """Refuse, from the header, an image too large to decode (before any memory is asked for)."""
-    budget = max_pixels()
-    if width * height > budget:
-        raise EngineError(f"{what} '{path}' is {width} x {height} pixels, over the engine's limit of {budget} pixels",
-                          f"use a smaller image, or raise the limit with ${ENV_MAX_PIXELS} if it is really needed")
-
 
 MOVIE_EXTENSIONS = {".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v", ".mxf", ".mpg", ".mpeg", ".wmv", ".gif"}
 
