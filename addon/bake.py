@@ -25,7 +25,12 @@ COPY_INTERVAL_S = 1.0  # Blender < 5.0: finished frames are batched, at most one
 
 
 class BakeError(RuntimeError):
-    """A bake failed; the message names the target and, where known, the frame."""
+    """A bake failed; the message names the target and, where known, the frame. ``run``: the finished run, when the
+    bake got as far as running (what each target made is in it)."""
+
+    def __init__(self, message: str, run: BakeRun | None = None) -> None:
+        super().__init__(message)
+        self.run = run
 
 
 @dataclass
@@ -343,5 +348,5 @@ def bake_blocking(tgts: list[targets.Target], frame_start: int | None = None, fr
     for item in items:  # frames made before a failure count too
         record_coverage(item, final=True)
     if run.errors:
-        raise BakeError("; ".join(run.errors))
+        raise BakeError("; ".join(run.errors), run)
     return run

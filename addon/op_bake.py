@@ -7,7 +7,7 @@ from typing import Any
 
 import bpy
 
-from . import bake, lookup, plates, session
+from . import bake, bake_report, lookup, plates, session
 from .op_common import redraw_editors
 from .targets import Target
 
@@ -50,17 +50,34 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
             tgts = self._targets(context)
             start, end = self._range(tgts[0].scene)
             run = bake.bake_blocking(tgts, start, end, frame_landed)
-        except (bake.BakeError, plates.PlateError) as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        for w in run.warnings[:5]:
-            self.report({"WARNING"}, w)
+        except bake.BakeError as exc:
+            if exc.run is None:
+                return self._refused(context, str(exc))
+            run = exc.run
+        except plates.PlateError as exc:
+            return self._refused(context, str(exc))
+        return self._reported(context, run)
+
+    def _refused(self, context: Any, message: str) -> set[str]:
+        """The bake could not start: said in the report and in the panel of every target it meant."""
+        try:
+            for target in self._targets(context):
+                target.settings.last_report, target.settings.last_report_level = message, "ERROR"
+        except plates.PlateError:  # no target at all: the report says so
+            pass
+        self.report({"ERROR"}, message)
+        return {"CANCELLED"}
+
+    def _reported(self, context: Any, run: bake.BakeRun) -> set[str]:
+        """Report a finished run (per target: frames made, frames without a face as ranges, errors)."""
+        runtime = context.window_manager.face_fusion_runtime
         providers = _providers_text(run)
-        if providers:
-            context.window_manager.face_fusion_runtime.providers = providers
-        self.report({"INFO"}, f"Face Fusion: {run.total} frame(s) baked" + (f" (ran on {providers})" if providers
-                                                                               else ""))
-        return {"FINISHED"}
+        lines = bake_report.report(run, self.report)
+        if providers:  # what each neural model really ran on (never a silent CPU fallback)
+            runtime.providers = providers
+            self.report({"INFO"}, f"Face Fusion: models ran on {providers}")
+        runtime.message = "Face Fusion: cancelled" if run.cancelled else (run.errors or lines or [""])[0]
+        return {"CANCELLED"} if run.errors or run.cancelled else {"FINISHED"}
 
     def invoke(self, context: Any, event: Any) -> set[str]:
         if bpy.app.background or context.window is None:
@@ -70,8 +87,7 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
             start, end = self._range(tgts[0].scene)
             items = [bake.plan(t, start, end) for t in tgts]
         except (bake.BakeError, plates.PlateError, session.EngineUnavailable, OSError) as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
+            return self._refused(context, str(exc))
         self._run = bake.start(items, frame_landed)
         runtime = context.window_manager.face_fusion_runtime
         runtime.running, runtime.progress, runtime.message = True, 0.0, "Face Fusion: baking"
@@ -122,21 +138,7 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
         assert run is not None
         for item in run.items:
             bake.record_coverage(item, final=True)
-        for w in run.warnings[:5]:
-            self.report({"WARNING"}, w)
-        if run.providers:
-            runtime.providers = _providers_text(run)
-        if run.cancelled:
-            runtime.message = "Face Fusion: cancelled"
-            self.report({"WARNING"}, "Face Fusion bake cancelled; finished frames are kept")
-            return {"CANCELLED"}
-        if run.errors:
-            runtime.message = run.errors[0]
-            self.report({"ERROR"}, "; ".join(run.errors))
-            return {"CANCELLED"}
-        runtime.message = f"Face Fusion: {run.total} frame(s) baked"
-        self.report({"INFO"}, runtime.message)
-        return {"FINISHED"}
+        return self._reported(context, run)
 
 
 CLASSES = (FACEFUSION_OT_bake,)

@@ -45,8 +45,18 @@ class FACEFUSION_OT_preview(OwnerOp, bpy.types.Operator):
             return {"CANCELLED"}
         pixels = result.rgba
         image = image_from_pixels(f"FF Preview {owner.name}", pixels, compat.linear_colorspace_name())
-        target.settings.preview_image = image
-        self.report({"INFO"}, f"Face Fusion preview of plate frame {plate_frame}")
+        ff = target.settings
+        ff.preview_image = image
+        faces = int(getattr(result, "faces", 0))
+        if faces:
+            level, text = "INFO", f"Face Fusion preview of plate frame {plate_frame}: {faces} face(s) replaced"
+        else:  # the preview shows the plate unchanged: say why rather than leave the artist guessing
+            level, text = "WARNING", (f"Face Fusion preview of plate frame {plate_frame}: no face replaced (none "
+                                      "found, or none matching the face selection)")
+        for w in getattr(result, "warnings", None) or []:
+            self.report({"WARNING"}, f"Face Fusion preview: {w}")
+        ff.last_report, ff.last_report_level = text, level
+        self.report({level}, text)
         return {"FINISHED"}
 
 

@@ -10,6 +10,8 @@ from . import cache_move, coverage, lookup, plates
 from .schema import grouped_settings
 from .targets import Target
 
+REPORT_ICONS = {"INFO": "INFO", "WARNING": "ERROR", "ERROR": "CANCEL"}
+
 
 def _owner_args(op: Any, target: Target) -> None:
     """Name the strip or node on an operator button."""
@@ -74,6 +76,8 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
     if ff.last_error:
         box.label(text=ff.last_error, icon="ERROR")
     runtime = context.window_manager.face_fusion_runtime
+    if ff.last_report and not runtime.running:  # what the last bake or preview said (errors stay visible)
+        box.label(text=ff.last_report, icon=REPORT_ICONS[ff.last_report_level])
     if runtime.running:
         box.prop(runtime, "progress", text=runtime.message, slider=True)
     if runtime.providers:

@@ -79,6 +79,10 @@ def _annotations() -> dict[str, Any]:
         "faces": bpy.props.CollectionProperty(type=FaceFusionFace),
         "preview_image": bpy.props.PointerProperty(type=bpy.types.Image, name="Preview"),
         "last_error": bpy.props.StringProperty(name="Last Error"),
+        "last_report": bpy.props.StringProperty(
+            name="Last Bake", description="What the last bake or preview of this strip/node reported"),
+        "last_report_level": bpy.props.EnumProperty(
+            name="Last Bake Level", items=[(v, v.title(), "") for v in ("INFO", "WARNING", "ERROR")], default="INFO"),
         # Not swap settings (no cache re-key): what the bake found, and how the panel judges it (coverage.py).
         "coverage": bpy.props.StringProperty(
             name="Coverage", description="Faces replaced and their lowest confidence per plate frame (JSON)"),

@@ -85,19 +85,21 @@ class DrawnLayout:
     """Records what a panel draws (Blender's UILayout exists only inside a window's draw call): labels, props and
     operators (whose returned properties the panel fills in); every other layout call is a no-op."""
 
-    def __init__(self, drawn: list) -> None:
+    def __init__(self, drawn: list, icons: list | None = None) -> None:
         self.drawn = drawn
+        self.icons = [] if icons is None else icons  # (label text, icon)
 
     def __getattr__(self, name: str):
-        return lambda *args, **kwargs: self  # row, column, box, grid_flow, template_* ...
+        return lambda *args, **kwargs: DrawnLayout(self.drawn, self.icons)  # row, column, box, template_* ...
 
-    def label(self, text: str = "", icon: str = "NONE") -> None:
+    def label(self, text: str = "", icon: str = "NONE", **_) -> None:
         self.drawn.append(("label", text))
+        self.icons.append((text, icon))
 
     def prop(self, data, name: str, **_) -> None:
         self.drawn.append(("prop", name))
 
-    def operator(self, idname: str, text: str = "", icon: str = "NONE"):
+    def operator(self, idname: str, text: str = "", icon: str = "NONE", **_):
         op = type("Op", (), {})()
         self.drawn.append(("operator", idname, text, op))
         return op

@@ -1,0 +1,83 @@
+"""What a bake says: frames without a face as scene-frame ranges (not only a count), 'nothing to do' when all were
+there, a preview of a frame without a face says so, and a failed UI bake leaves its error in the panel."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from conftest import DrawnLayout, add_plate
+from test_modal_bake import _drive, _modal_operator
+
+bpy = pytest.importorskip("bpy")
+
+BLANK = (4, 5)  # plate frames showing a flat grey image: no face to find, and no face after them to bridge to
+
+
+def _shot(addon, scene, media, tmp_path):
+    """The media's plate with BLANK frames grey, on scene frames 3..7 (plate frames 4, 5 -> scene 6, 7)."""
+    folder = str(tmp_path / "plate")
+    os.makedirs(folder)
+    src = os.path.dirname(media["plate"])
+    for name in sorted(os.listdir(src)):
+        shutil.copy(os.path.join(src, name), folder)
+    image = bpy.data.images.new("ff blank", 192, 192)
+    image.pixels.foreach_set(np.full(192 * 192 * 4, 0.4, np.float32))
+    for frame in BLANK:
+        image.filepath_raw, image.file_format = os.path.join(folder, f"plate.{frame:04d}.png"), "PNG"
+        image.save()
+    bpy.data.images.remove(image)
+    plate = add_plate(scene, {**media, "plate": os.path.join(folder, "plate.####.png")}, frame_start=3)
+    strip = addon.sequencer.add_face_fusion(scene, plate)
+    strip.face_fusion.sources.add().filepath = media["source"]
+    scene.frame_start, scene.frame_end = 3, 7
+    return strip
+
+
+def _panel_labels(addon, strip) -> list[tuple[str, str]]:
+    layout = DrawnLayout([])
+    addon.panels.draw_settings(layout, bpy.context, strip)
+    return layout.icons
+
+
+def test_bake_reports_frames_without_a_face_as_ranges(addon, scene, media, cache_dir, tmp_path):
+    strip = _shot(addon, scene, media, tmp_path)
+    ff = strip.face_fusion
+    with bpy.context.temp_override(scene=scene):
+        assert bpy.ops.facefusion.bake(strip_name=strip.name) == {"FINISHED"}
+    assert ff.last_report == f"Face Fusion strip '{strip.name}': 5 frames baked; no face on 2 frames: 6\u20137"
+    assert ff.last_report_level == "WARNING"
+    assert (ff.last_report, "ERROR") in _panel_labels(addon, strip)  # shown as a warning in the panel
+    with bpy.context.temp_override(scene=scene):
+        assert bpy.ops.facefusion.bake(strip_name=strip.name) == {"FINISHED"}
+    assert ff.last_report == (f"Face Fusion strip '{strip.name}': all 5 frames already baked, nothing to do; "
+                              "no face on 2 frames: 6\u20137")
+
+    scene.frame_current = 7  # plate frame 5: grey
+    with bpy.context.temp_override(scene=scene):
+        assert bpy.ops.facefusion.preview(strip_name=strip.name) == {"FINISHED"}
+    assert ff.last_report_level == "WARNING" and "plate frame 5: no face replaced" in ff.last_report
+    scene.frame_current = 3
+    with bpy.context.temp_override(scene=scene):
+        assert bpy.ops.facefusion.preview(strip_name=strip.name) == {"FINISHED"}
+    assert ff.last_report_level == "INFO" and "plate frame 1: 1 face(s) replaced" in ff.last_report
+
+
+def test_a_failed_ui_bake_leaves_its_error_in_the_panel(addon, scene, media, cache_dir, tmp_path):
+    source = str(tmp_path / "source.png")
+    shutil.copy(media["source"], source)
+    plate = add_plate(scene, media)
+    strip = addon.sequencer.add_face_fusion(scene, plate)
+    strip.face_fusion.sources.add().filepath = source
+    reports: list = []
+    op, ctx, _, _ = _modal_operator(addon, strip, reports)  # planned with the photo there
+    os.remove(source)  # gone before the engine reads it
+    assert _drive(op, ctx, until=lambda: False) == {"CANCELLED"}
+    ff = strip.face_fusion
+    assert ff.last_report_level == "ERROR" and "source.png" in ff.last_report, ff.last_report
+    assert ({"ERROR"}, ff.last_report) in reports
+    assert (ff.last_report, "CANCEL") in _panel_labels(addon, strip)
+    assert op.modal(ctx, SimpleNamespace(type="MOUSEMOVE")) == {"PASS_THROUGH"}
