@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -205,6 +206,25 @@ def add_plate(scene, media: dict, channel: int = 1, frame_start: int = 1):
     for name in names[1:]:
         strip.elements.append(name)
     return strip
+
+
+def blank_plate(media: dict, folder: str, frames: tuple[int, ...]) -> dict:
+    """The media's plate copied to ``folder`` with ``frames`` replaced by a flat grey image (no face to find)."""
+    import bpy
+    import numpy as np
+
+    os.makedirs(folder)
+    src = os.path.dirname(media["plate"])
+    for name in sorted(os.listdir(src)):
+        shutil.copy(os.path.join(src, name), folder)
+    image = bpy.data.images.new("ff blank", 192, 192)
+    image.pixels.foreach_set(np.full(192 * 192 * 4, 0.4, np.float32))
+    for frame in frames:
+        path = os.path.join(folder, os.path.basename(media["plate"]).replace("####", f"{frame:04d}"))
+        image.filepath_raw, image.file_format = path, "PNG"
+        image.save()
+    bpy.data.images.remove(image)
+    return {**media, "plate": os.path.join(folder, os.path.basename(media["plate"]))}
 
 
 def render_animation(scene) -> list[str]:

@@ -7,9 +7,8 @@ import os
 import shutil
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
-from conftest import DrawnLayout, add_plate
+from conftest import DrawnLayout, add_plate, blank_plate
 from test_modal_bake import _drive, _modal_operator
 
 bpy = pytest.importorskip("bpy")
@@ -19,18 +18,7 @@ BLANK = (4, 5)  # plate frames showing a flat grey image: no face to find, and n
 
 def _shot(addon, scene, media, tmp_path):
     """The media's plate with BLANK frames grey, on scene frames 3..7 (plate frames 4, 5 -> scene 6, 7)."""
-    folder = str(tmp_path / "plate")
-    os.makedirs(folder)
-    src = os.path.dirname(media["plate"])
-    for name in sorted(os.listdir(src)):
-        shutil.copy(os.path.join(src, name), folder)
-    image = bpy.data.images.new("ff blank", 192, 192)
-    image.pixels.foreach_set(np.full(192 * 192 * 4, 0.4, np.float32))
-    for frame in BLANK:
-        image.filepath_raw, image.file_format = os.path.join(folder, f"plate.{frame:04d}.png"), "PNG"
-        image.save()
-    bpy.data.images.remove(image)
-    plate = add_plate(scene, {**media, "plate": os.path.join(folder, "plate.####.png")}, frame_start=3)
+    plate = add_plate(scene, blank_plate(media, str(tmp_path / "plate"), BLANK), frame_start=3)
     strip = addon.sequencer.add_face_fusion(scene, plate)
     strip.face_fusion.sources.add().filepath = media["source"]
     scene.frame_start, scene.frame_end = 3, 7

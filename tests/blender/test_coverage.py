@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
-import numpy as np
 import pytest
-from conftest import DrawnLayout, add_plate, exr_attributes
+from conftest import DrawnLayout, add_plate, blank_plate, exr_attributes
 
 bpy = pytest.importorskip("bpy")
 
@@ -20,18 +18,7 @@ BRIDGED = 3  # a blank frame inside the track: bridged, so a face with a low con
 
 def _blank_plate(media: dict, folder: str) -> dict:
     """The media's plate with frames BRIDGED and BLANK replaced by a flat grey image (nothing to find there)."""
-    os.makedirs(folder)
-    src = os.path.dirname(media["plate"])
-    for name in sorted(os.listdir(src)):
-        shutil.copy(os.path.join(src, name), folder)
-    image = bpy.data.images.new("ff blank", 192, 192)
-    image.pixels.foreach_set(np.full(192 * 192 * 4, 0.4, np.float32))
-    for frame in (BRIDGED, BLANK):
-        path = os.path.join(folder, os.path.basename(media["plate"]).replace("####", f"{frame:04d}"))
-        image.filepath_raw, image.file_format = path, "PNG"
-        image.save()
-    bpy.data.images.remove(image)
-    return {**media, "plate": os.path.join(folder, os.path.basename(media["plate"]))}
+    return blank_plate(media, folder, (BRIDGED, BLANK))
 
 
 def _shot(addon, scene, media, frame_start=1):
