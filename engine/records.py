@@ -69,6 +69,7 @@ class SwappedFace:
     face_scale: float = 0.0  # the face's size in crop pixels (geometry68.face_scale): lighting and blend scales
     measures: PlateMeasures | None = None  # the plate face's tone and detail (engine.track_models)
     region: np.ndarray | None = None  # where those were measured (skin inside the full landmark matte)
+    lm68: np.ndarray | None = None  # the face's 68 landmarks in the crop: the lighting step's shape zone
 
 
 @dataclass

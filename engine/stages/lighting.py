@@ -4,8 +4,15 @@ Every image here is a float32 linear Rec.709 crop (H, W, 3); mattes are (H, W) i
 
 The base of an image is its skin colour smoothed at a scale tied to the face size (the shading and colour cast),
 the detail is the image divided by its base (pores, brows, lids, the source's features). The result is
-``swapped * base(target) / base(swapped)``: a smooth per-channel gain, so nothing is clipped and highlights above
-1.0 survive, and the plate's shading direction, contrast and colour cast replace the source photo's.
+``swapped * base(target) / base(swapped)``: a smooth gain, so nothing is clipped and highlights above 1.0
+survive, and the plate's shading direction, contrast and colour cast replace the source photo's.
+
+Luminance and colour are split. Colour (chroma) always comes from the plate's base at the small scale (a boy's
+blush stays) and the swap's colour detail is kept only at ``CHROMA_DETAIL`` strength: the source's eye shadow,
+stubble and lid creases are yellow-olive against a cool plate and read as make-up. Luminance takes the plate's
+base at the small scale on the lower face, but inside the ``shape_zone`` (brows, eyes, nose, cheekbones, forehead)
+at ``SHAPE_SCALE``: identity lives in that zone's mid-frequency shading (eye sockets, nose, brow ridge), which the
+small scale replaced by the target's.
 
 Bases are measured on skin only and filled smoothly across everything else (brows, eyes, lips, beard shadow,
 highlights are left out by the matte and by a robust second pass), so the target's features never print through.
@@ -20,6 +27,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from engine.stages import geometry68
+
 # Gaussian sigma of the base, as a fraction of the face size (sqrt of the outline's area). Measured on 16 faces
 # (9 from the walkers clip, 7 photo pairs) with engine.quality.metrics.skin_delta_e after the whole chain
 # (lighting, detail, seam band), dE76 median/p90: 0.04 -> 1.67/2.28, 0.06 -> 2.78/3.86, 0.08 -> 3.88/6.05. At
@@ -33,6 +42,15 @@ _ROBUST_LOG = 0.3  # pixels whose luminance is this far (in log) from the first 
 # specular patch (log 0.4-0.8 over the base) is brought to at most HIGHLIGHT_LIMIT.
 HIGHLIGHT_KNEE = 0.08
 HIGHLIGHT_LIMIT = 0.22
+# The luminance base's scale inside the shape zone, and how much of the swap's own colour detail is kept.
+# Measured on walkers frames 40, 44, 48, 56, 62, 69 (15 faces of 62-107 px, paul_rudd.jpg), whole chain, against
+# all at 0.04 (dE76 median/p90 3.21/4.85, closer to the source 0.60, identity margin to original - to source 0.013):
+# zone at 0.12 with colour detail 0.4 -> 2.11/3.76, 0.73, 0.093; swap base not robust -> 1.55/2.39, 0.73, 0.084;
+# source eye shape, zone to cheekbones and forehead, 0.22, colour detail 0.3 -> 1.72/2.48, 1.00, 0.150. Everything
+# at 0.12 (no zone): 8.26/10.7, 1.00, 0.183 (the source's stubble and cheek shading on the plate's cheeks).
+SHAPE_SCALE = 0.22
+CHROMA_DETAIL = 0.3
+HIGHLIGHT_COLOUR = 0.5
 _WORK_SIGMA = 3.0  # the base's sigma in working pixels: the fill runs on a crop shrunk to about this
 _LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
 
@@ -97,17 +115,17 @@ def smooth_fill(img: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray
 
 
 def base_layer(lin: np.ndarray, skin: np.ndarray, face_scale: float, scale: float = BASE_SCALE,
-               robust: bool = True) -> np.ndarray:
+               robust: bool = True, keep_dark: bool = False) -> np.ndarray:
     """The skin's low frequencies (H, W, 3), filled across non-skin. With ``robust`` a second pass down-weights
     skin pixels far from the first base (beard shadow, specular highlights, moles) so they neither darken nor
-    lighten it."""
+    lighten it; with ``keep_dark`` only the bright ones (highlights) are down-weighted."""
     _check(lin, skin)
     sigma = max(scale * float(face_scale), 1.0)
     x = np.maximum(lin, 0.0).astype(np.float32)
     w = np.clip(skin, 0.0, 1.0).astype(np.float32)
     base = np.maximum(smooth_fill(x, w, sigma), 1e-6)
     r = np.log(np.maximum(x @ _LUMA, 1e-6) / (base @ _LUMA))
-    w2 = w * np.exp(-((r / _ROBUST_LOG) ** 2))
+    w2 = w * np.exp(-((np.maximum(r, 0.0) if keep_dark else r) / _ROBUST_LOG) ** 2)
     if robust and w2.sum() >= MIN_SKIN_PX:
         base = np.maximum(smooth_fill(x, w2, sigma), 1e-6)
     return base
@@ -136,9 +154,11 @@ def _gain_and_base(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndar
     if float(skin_s.sum()) < MIN_SKIN_PX:
         raise ValueError(f"the swapped face has {float(skin_s.sum()):.0f} skin pixels, fewer than {MIN_SKIN_PX}: "
                          "skip lighting for this face (its crop is too small or its matte empty)")
-    # Both bases robust (measured on paul_rudd onto astronaut: cheek dE 0.67 against 1.80 with a plain mean for
-    # the swap): the same pixels are left out on both sides, so what remains is like for like.
-    base_s = base_layer(swapped, skin_s, face_scale, scale)
+    # The swap's base leaves out only its highlights, the target's every outlier: the source's stubble, freckles
+    # and lid creases then count in the swap's level, so they neither darken nor yellow the plate's cheeks
+    # (walkers, 15 faces, swap base a plain mean: dE76 median 1.96 -> 1.55, the L* bias on a pale face's cheeks
+    # -3 -> -1.4), while the target's beard shadow and features still never print into the face.
+    base_s = base_layer(swapped, skin_s, face_scale, scale, keep_dark=True)
     if target_base is not None:
         if target_base.shape != swapped.shape:
             raise ValueError(f"the pooled target base {target_base.shape} does not match the crop {swapped.shape}: "
@@ -159,19 +179,66 @@ def _gain_and_base(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndar
 
 def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, face_scale: float, *,
             skin_swapped: np.ndarray | None = None, strength: float = 1.0, tone: SkinTone | None = None,
-            target_base: np.ndarray | None = None, scale: float = BASE_SCALE) -> np.ndarray:
-    """The swapped crop with the target's lighting and colour (strength 1) or its own (strength 0)."""
+            target_base: np.ndarray | None = None, scale: float = BASE_SCALE, zone: np.ndarray | None = None,
+            shape_scale: float = SHAPE_SCALE, chroma_detail: float = CHROMA_DETAIL) -> np.ndarray:
+    """The swapped crop with the target's lighting and colour (strength 1) or its own (strength 0).
+
+    ``zone`` (H, W) in [0, 1] (``shape_zone``): where the luminance base is taken at ``shape_scale`` instead of
+    ``scale``, so the swap keeps its own mid-frequency shading there. ``chroma_detail``: how much of the swap's
+    colour detail (its colour over its base's) is kept, 0 none (the plate's skin colour) to 1 all."""
     if not 0.0 <= strength <= 1.0:
         raise ValueError(f"lighting strength {strength} is outside [0, 1]; use 1 for the plate's light, 0 for none")
+    if not 0.0 <= chroma_detail <= 1.0:
+        raise ValueError(f"chroma detail {chroma_detail} is outside [0, 1]; 0 takes the plate's skin colour, 1 keeps "
+                         "all the swap's colour detail")
+    if zone is not None and zone.shape != swapped.shape[:2]:
+        raise ValueError(f"the shape zone {zone.shape} does not match the crop {swapped.shape[:2]}: make it with "
+                         "shape_zone() from the crop's landmarks")
     if strength == 0.0:
         return swapped.astype(np.float32)
+    x = np.maximum(swapped, 0.0).astype(np.float32)
     gain, base_s = _gain_and_base(swapped, target, skin_target, face_scale, skin_swapped=skin_swapped, tone=tone,
                                   target_base=target_base, scale=scale)
-    x = np.maximum(swapped, 0.0)
-    gain = gain * highlight_factor(x, base_s)[..., None]
-    if strength < 1.0:
-        gain = gain**strength  # interpolate in log space: half strength is half the exposure change
-    return (x * gain).astype(np.float32)
+    # In logs, per channel: detail = log(x / base_s), split into its luminance (the mean of the channels) and
+    # colour (the rest). Both are unchanged by a per-channel gain on the swap (a colour match before this step).
+    detail = np.log(np.maximum(x, 1e-6) / base_s)
+    lum = detail.mean(-1)
+    colour = np.clip(detail - lum[..., None], -np.log(_GAIN_LIMIT), np.log(_GAIN_LIMIT))
+    log_base_t = np.log(np.maximum(gain * base_s, 1e-6))
+    if zone is not None and float(zone.max()) > 0.0 and shape_scale != scale:
+        # Inside the zone: the swap's luminance detail over its shape-scale base, at the level of the plate's
+        # shape-scale base; the plate's colour at the small scale either way.
+        gain_l, base_l = _gain_and_base(swapped, target, skin_target, face_scale, skin_swapped=skin_swapped,
+                                        tone=tone, target_base=None, scale=shape_scale)
+        lum_l = np.log(np.maximum(x, 1e-6) / base_l).mean(-1) + np.log(np.maximum(gain_l * base_l, 1e-6)).mean(-1)
+        w = np.clip(zone, 0.0, 1.0).astype(np.float32)
+        lum = lum + w * (lum_l - lum - log_base_t.mean(-1))
+    # Colour detail is damped where the detail is dark or mid (stubble, lids, creases: pigment); a highlight keeps
+    # its colour (the light's, not the skin's), fully by a log luminance of HIGHLIGHT_COLOUR over the base.
+    keep = chroma_detail + (1.0 - chroma_detail) * np.clip(detail.mean(-1) / HIGHLIGHT_COLOUR, 0.0, 1.0)
+    out = np.exp(log_base_t + lum[..., None] + keep[..., None] * colour) * highlight_factor(x, base_s)[..., None]
+    if strength < 1.0:  # interpolate in log space: half strength is half the exposure change
+        total = np.clip(out / np.maximum(x, 1e-6), 1.0 / _GAIN_LIMIT**2, _GAIN_LIMIT**2)
+        out = x * total**strength
+    return out.astype(np.float32)
+
+
+def shape_zone(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
+    """(size, size) in [0, 1]: where the swap keeps its own mid-frequency shading (``relight``'s ``zone``): brows,
+    eyes, nose, the cheekbones (jaw points 1 and 15) and the forehead, grown and softened at the face's scale.
+    The lower cheeks, mouth and jaw stay out: there the source's stubble and the plate's smile lines live, and the
+    plate's own shading keeps the mouth's expression."""
+    lm = np.asarray(lm68, np.float64)
+    if lm.shape != (68, 2):
+        raise ValueError(f"landmarks have shape {lm.shape}; pass the crop's (68, 2) iBUG points")
+    pts = geometry68.with_forehead(lm)
+    idx = geometry68.BROWS + geometry68.NOSE + geometry68.LEFT_EYE + geometry68.RIGHT_EYE + [1, 15]
+    idx += list(range(68, 78))
+    zone = np.zeros((size, size), np.float32)
+    cv2.fillConvexPoly(zone, cv2.convexHull(np.round(pts[idx]).astype(np.int32)), 1.0)
+    k = int(2 * round(0.05 * face_scale) + 1)
+    zone = cv2.dilate(zone, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    return np.clip(cv2.GaussianBlur(zone, (0, 0), max(0.06 * face_scale, 1.0)), 0.0, 1.0).astype(np.float32)
 
 
 def highlight_factor(swapped: np.ndarray, base: np.ndarray, knee: float = HIGHLIGHT_KNEE,
