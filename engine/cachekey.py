@@ -7,9 +7,11 @@ and frames already in a folder are never recomputed.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 from typing import Any
 
 from . import __version__
@@ -31,13 +33,22 @@ def file_identity(path: str) -> dict[str, Any]:
     return {"pattern": os.path.abspath(path), "files": ident}
 
 
+def _open_regular(path: str) -> Any:
+    """Open for reading, refusing (OSError) anything but a regular file: a FIFO would block Blender forever."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return os.fdopen(fd, "rb")
+
+
 def source_identity(sources: list[dict[str, Any]]) -> list[list[str]]:
     """Per source: a digest of the file's bytes (or of the pixels, for in-memory images) and its colour space."""
     out = []
     for src in sources:
         if src.get("path"):
             h = hashlib.sha256()
-            with open(src["path"], "rb") as fh:
+            with _open_regular(src["path"]) as fh:
                 for chunk in iter(lambda: fh.read(1 << 20), b""):
                     h.update(chunk)
             digest = h.hexdigest()

@@ -109,3 +109,12 @@ def test_a_fifo_at_the_analysis_cache_path_is_a_miss(tmp_path):
     proc = subprocess.run([PY, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "None"
+
+
+def test_a_fifo_as_source_never_blocks_the_cache_key(tmp_path):
+    """The add-on hashes source photos for the cache key in Blender's own process: a FIFO must not freeze it."""
+    fifo = str(tmp_path / "face.jpg")
+    os.mkfifo(fifo)
+    script = f"from engine.cachekey import source_identity\nsource_identity([{{'path': {fifo!r}}}])\n"
+    proc = subprocess.run([PY, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "not a regular file" in proc.stderr, proc.stderr[-1000:]
