@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -17,12 +18,20 @@ def add_swap_options(sw: argparse.ArgumentParser) -> None:
     sw.add_argument("--consent", metavar="NOTE", default=None,
                     help="confirm that you have the right to use this likeness for this work, with a note (whose "
                          "face, which release, which work); stored for the source identity before rendering")
+    sw.add_argument("--consent-file", metavar="FILE", default=None,
+                    help="the consent store to check (and record into): the one saved with the shot, for farm "
+                         "workers [$FACE_FUSION_CONSENT_FILE or the per-user one]")
 
 
 def before_swap(args: argparse.Namespace, job: Any) -> None:
     """swap --consent: store the confirmation first (the render then finds it)."""
     from engine import consent
 
+    if getattr(args, "consent_file", None):
+        if not os.path.isfile(args.consent_file) and not args.consent:
+            raise EngineError(f"no consent store at '{args.consent_file}'",
+                              "give the consent file saved with the shot, or confirm with --consent 'NOTE'")
+        os.environ[consent.ENV_FILE] = os.path.abspath(args.consent_file)
     if getattr(args, "consent", None):
         entry = consent.grant(consent.identity_digest(job.sources), args.consent)
         print(f"consent recorded for source identity {entry['identity'][:12]} by {entry['who']}: {entry['note']}")

@@ -39,7 +39,8 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def shot(tmp_path_factory):
-    """Two 1280x720 frames of the multiface photo (faces about 105 px), rendered with and without the mark."""
+    """Two 1280x720 frames of the multiface photo (faces about 105 px): the composite with the mark, and the face
+    layer without it (the mark's effect is measured on that layer, the way the render adds it)."""
     tmp = tmp_path_factory.mktemp("responsible")
     img = cv2.imread(shared("photos", "multiface.jpg"))[..., ::-1]
     move = shots.CameraMove(pan=(20, 5), zoom=(1.0, 1.03), roll_deg=(0, 1), exposure_stops=(0, 0))
@@ -48,11 +49,11 @@ def shot(tmp_path_factory):
     env = engine_env(tmp)
     refused = cli(env, "swap", "--source", SOURCE, "--target", pattern, "--output", str(tmp / "refused"), "--quiet")
     log_after_refusal = (tmp / "audit.jsonl").read_text() if (tmp / "audit.jsonl").exists() else ""
-    for name, extra in (("on", ["--consent", NOTE]), ("off", ["--no-watermark"])):
-        r = cli(env, "swap", "--source", SOURCE, "--target", pattern, "--output", str(tmp / name), "--composite",
-                "--quiet", *extra)
+    for name, extra in (("on", ["--consent", NOTE, "--composite"]), ("off", ["--no-watermark"])):
+        r = cli(env, "swap", "--source", SOURCE, "--target", pattern, "--output", str(tmp / name), "--quiet", *extra)
         assert r.returncode == 0, r.stderr
-    return {"tmp": tmp, "env": env, "pattern": pattern, "refused": refused, "log_after_refusal": log_after_refusal}
+    return {"tmp": tmp, "env": env, "pattern": pattern, "refused": refused, "log_after_refusal": log_after_refusal,
+            "frames": frames}
 
 
 def srgb_u8(exr: str) -> np.ndarray:
@@ -80,21 +81,33 @@ def test_revoked_consent_stops_the_next_render(shot, tmp_path):
         assert cli(env, "consent", "grant", "--source", SOURCE, "--note", NOTE).returncode == 0
 
 
+def over_u8(layer: np.ndarray, plate: np.ndarray) -> np.ndarray:
+    """8-bit sRGB of a premultiplied layer Alpha Over its plate."""
+    return colour.to_u8(colour.srgb_encode(layer[..., :3] + plate[..., :3] * (1 - layer[..., 3:4])))
+
+
 def test_mark_is_invisible_and_only_inside_the_matte(shot):
+    from engine.watermark import payload as pl
+    from engine.watermark.embed import mark_face_layer
+
     for i in (1, 2):
-        on = str(shot["tmp"] / "on" / f"facefusion.{i:04d}.exr")
-        off = str(shot["tmp"] / "off" / f"facefusion.{i:04d}.exr")
-        ch, attrs = read(on)
-        inside = ch["FaceMatte.A"] > 0
+        on, on_attrs = read(str(shot["tmp"] / "on" / f"facefusion.{i:04d}.exr"))
+        off, off_attrs = read(str(shot["tmp"] / "off" / f"facefusion.{i:04d}.exr"))
+        plate = shot["frames"][i - 1].astype(np.float16).astype(np.float32)
+        face = np.stack([off[c] for c in "RGBA"], -1)
+        marked = face.copy()
+        bits = pl.encode(pl.payload_for(on_attrs["facefusion:source_identity"], on_attrs["facefusion:render_id"]))
+        mark_face_layer(marked, plate, "rec709", bits)  # what the render does to its face layer
+        inside = face[..., 3] > 0
         assert inside.sum() > 20000  # several real faces
-        u_on, u_off = srgb_u8(on), srgb_u8(off)
-        psnr = 10 * np.log10(255 ** 2 / np.mean((u_on[inside].astype(float) - u_off[inside]) ** 2))
-        assert 45.0 < psnr < 60.0  # present, and invisible
-        off_ch, off_attrs = read(off)
-        rgb = np.stack([ch[c] for c in "RGB"], -1)
-        rgb_off = np.stack([off_ch[c] for c in "RGB"], -1)
-        assert np.array_equal(rgb[~inside], rgb_off[~inside])  # plate pixels keep their bits
-        assert json.loads(attrs["facefusion:watermark"])["state"] == "on"
+        assert np.array_equal(marked[~inside], face[~inside])  # nothing outside the matte, alpha untouched
+        assert np.array_equal(marked[..., 3], face[..., 3])
+        d = over_u8(marked, plate)[inside].astype(float) - over_u8(face, plate)[inside]
+        assert 45.0 < 10 * np.log10(255 ** 2 / np.mean(d ** 2)) < 60.0  # present, and invisible
+        # the marked composite keeps the plate's bits wherever its matte is 0
+        rgb = np.stack([on[c] for c in "RGB"], -1)
+        assert np.array_equal(rgb[on["FaceMatte.A"] == 0], plate[..., :3][on["FaceMatte.A"] == 0])
+        assert json.loads(on_attrs["facefusion:watermark"])["state"] == "on"
         assert json.loads(off_attrs["facefusion:watermark"]) == {"state": "off: turned off by the watermark setting"}
 
 
@@ -116,7 +129,9 @@ def test_watermark_is_read_back_from_exr_png_jpeg_and_half_size(shot):
     cv2.imwrite(jpg, cv2.imread(png), [cv2.IMWRITE_JPEG_QUALITY, 85])  # that PNG saved as JPEG q85
     cv2.imwrite(half, cv2.resize(cv2.imread(png), None, fx=0.5, fy=0.5, interpolation=cv2.INTER_AREA))
     unmarked = str(tmp / "u.png")
-    cv2.imwrite(unmarked, srgb_u8(str(tmp / "off" / "facefusion.0001.exr"))[..., ::-1])
+    from engine.export.frames import frame_srgb
+
+    cv2.imwrite(unmarked, frame_srgb(str(tmp / "off" / "facefusion.0001.exr"), shot["frames"][0])[..., ::-1])
     found = detect(shot["env"], exr, png, jpg, half, unmarked)
     assert [f["present"] for f in found] == [True, True, True, True, False], found
     assert {f["payload"] for f in found[:4]} == {want}
@@ -149,3 +164,14 @@ def test_a_studio_policy_keeps_the_mark_on_and_says_so(shot, tmp_path):
     assert json.loads(attrs["facefusion:watermark"])["state"].startswith("on: the studio policy locks it")
     lines = [json.loads(x) for x in (shot["tmp"] / "audit.jsonl").read_text().splitlines()]
     assert lines[-1]["watermark"]["state"].startswith("on: the studio policy") and lines[-1]["consent"]["by"] == "store"
+
+
+def test_a_farm_worker_uses_the_consent_file_saved_with_the_shot(shot, tmp_path):
+    env = dict(shot["env"], FACE_FUSION_CONSENT_FILE=str(tmp_path / "worker_has_none.json"))
+    args = ["swap", "--source", SOURCE, "--target", shot["pattern"], "--frames", "2-2", "--quiet"]
+    r = cli(env, *args, "--output", str(tmp_path / "a"), "--consent-file", str(tmp_path / "missing.json"))
+    assert r.returncode == 2 and "no consent store at" in r.stderr and not (tmp_path / "a").exists()
+    r = cli(env, *args, "--output", str(tmp_path / "b"), "--consent-file", str(shot["tmp"] / "consent.json"))
+    assert r.returncode == 0, r.stderr
+    consent = json.loads(read(str(tmp_path / "b" / "facefusion.0002.exr"))[1]["facefusion:consent"])
+    assert consent["note"] == NOTE and consent["by"] == "store"

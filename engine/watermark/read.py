@@ -8,30 +8,41 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.watermark import payload as pl
-from engine.watermark.mark import CELL, cell_means, luma, soft_bits
+from engine.watermark.mark import CELL, OFFSETS, cell_means, luma, soft_bits
 
 SCALES = (1.0, 0.5)  # the frame as rendered, and resized to half
-MIN_SCORE = 0.4  # mean evidence per cell of a found mark; unmarked faces measured up to 0.27 (bench/RESULTS.md)
+MIN_SCORE = 0.4  # mean evidence per cell of a found mark; unmarked faces stay far below (bench/RESULTS.md)
 
 
 @dataclass
 class Evidence:
-    sums: np.ndarray  # per coded bit: summed cos of the lattice phase
+    sums: np.ndarray  # (OFFSETS, CODE_BITS): per global shift and coded bit, summed cos of the lattice phase
     counts: np.ndarray  # cells per bit
 
     def __add__(self, other: Evidence) -> Evidence:
         return Evidence(self.sums + other.sums, self.counts + other.counts)
 
     @property
+    def best(self) -> np.ndarray:
+        """The bits' evidence at the global shift that explains the cells best."""
+        return self.sums[int(np.argmax(np.abs(self.sums).sum(axis=1)))]
+
+    @property
     def score(self) -> float:
         """Mean evidence per cell of the decoded bits (1 for a pristine mark, about 0 without one)."""
         n = float(self.counts.sum())
-        return float(np.abs(self.sums).sum() / n) if n else 0.0
+        return float(np.abs(self.best).sum() / n) if n else 0.0
 
     def payload(self) -> pl.Payload | None:
         if (self.counts == 0).any() or self.score < MIN_SCORE:
             return None
-        return pl.decode([int(s < 0) for s in self.sums])
+        bits = [int(s < 0) for s in self.best]
+        # a shift of half a lattice step reads every bit inverted with the same evidence: try both readings
+        return pl.decode(bits) or pl.decode([1 - b for b in bits])
+
+
+def empty() -> Evidence:
+    return Evidence(np.zeros((OFFSETS, pl.CODE_BITS)), np.zeros(pl.CODE_BITS))
 
 
 def region_evidence(y: np.ndarray, region: np.ndarray, scale: float) -> Evidence:
@@ -40,15 +51,14 @@ def region_evidence(y: np.ndarray, region: np.ndarray, scale: float) -> Evidence
     cell = max(1, int(round(CELL * scale)))
     ys, xs = np.nonzero(region)
     if ys.size == 0:
-        return Evidence(np.zeros(pl.CODE_BITS), np.zeros(pl.CODE_BITS))
+        return empty()
     y0, x0 = ys.min() // cell, xs.min() // cell
     y1, x1 = min(ys.max() // cell + 1, y.shape[0] // cell), min(xs.max() // cell + 1, y.shape[1] // cell)
     if x1 <= x0 or y1 <= y0:
-        return Evidence(np.zeros(pl.CODE_BITS), np.zeros(pl.CODE_BITS))
+        return empty()
     inside = cell_means(region[y0 * cell:y1 * cell, x0 * cell:x1 * cell].astype(np.float32), cell) == 1.0
     means = cell_means(y[y0 * cell:y1 * cell, x0 * cell:x1 * cell], cell)
-    sums, counts = soft_bits(means, np.arange(y0, y1), np.arange(x0, x1), inside.astype(np.float64))
-    return Evidence(sums, counts)
+    return Evidence(*soft_bits(means, np.arange(y0, y1), np.arange(x0, x1), inside.astype(np.float64)))
 
 
 def best_evidence(rgb_u8: np.ndarray, regions: list[np.ndarray]) -> list[Evidence]:
