@@ -94,10 +94,13 @@ class ColourWindow:
         enough = skin_s.sum() >= lighting.MIN_SKIN_PX and (skin_t.sum() >= lighting.MIN_SKIN_PX or tones)
         if s.lighting_strength > 0 and enough:  # else: a face too small or hidden to measure keeps its own light
             # Inside the shape zone the swap keeps its own mid-frequency shading (identity); elsewhere the plate's.
-            zone = None if fc.lm68 is None else lighting.shape_zone(fc.lm68, lin709.shape[0], fc.face_scale)
+            size = lin709.shape[0]
+            zone = None if fc.lm68 is None else lighting.shape_zone(fc.lm68, size, fc.face_scale)
+            mirror = None if fc.lm68 is None else lighting.mirror_maps(fc.lm68, size)
             lin709 = lighting.relight(lin709, fc.target709, skin_t, fc.face_scale, skin_swapped=skin_s,
                                       strength=s.lighting_strength, scale=s.lighting_scale,
-                                      tone=lighting.SkinTone.pooled(tones) if tones else None, zone=zone)
+                                      tone=lighting.SkinTone.pooled(tones) if tones else None, zone=zone,
+                                      mirror=mirror)
         if s.detail_match and details and fc.region is not None:
             # Measured where the pooled plate figures were (outside the source region the swap holds the plate).
             lin709 = detail_match.match_detail(

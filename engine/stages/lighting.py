@@ -180,12 +180,14 @@ def _gain_and_base(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndar
 def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, face_scale: float, *,
             skin_swapped: np.ndarray | None = None, strength: float = 1.0, tone: SkinTone | None = None,
             target_base: np.ndarray | None = None, scale: float = BASE_SCALE, zone: np.ndarray | None = None,
-            shape_scale: float = SHAPE_SCALE, chroma_detail: float = CHROMA_DETAIL) -> np.ndarray:
+            shape_scale: float = SHAPE_SCALE, chroma_detail: float = CHROMA_DETAIL,
+            mirror: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """The swapped crop with the target's lighting and colour (strength 1) or its own (strength 0).
 
     ``zone`` (H, W) in [0, 1] (``shape_zone``): where the luminance base is taken at ``shape_scale`` instead of
     ``scale``, so the swap keeps its own mid-frequency shading there. ``chroma_detail``: how much of the swap's
-    colour detail (its colour over its base's) is kept, 0 none (the plate's skin colour) to 1 all."""
+    colour detail (its colour over its base's) is kept, 0 none (the plate's skin colour) to 1 all. ``mirror``
+    (``mirror_maps``): when given, only the symmetric part of the zone's shading is kept."""
     if not 0.0 <= strength <= 1.0:
         raise ValueError(f"lighting strength {strength} is outside [0, 1]; use 1 for the plate's light, 0 for none")
     if not 0.0 <= chroma_detail <= 1.0:
@@ -212,7 +214,13 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
                                         tone=tone, target_base=None, scale=shape_scale)
         lum_l = np.log(np.maximum(x, 1e-6) / base_l).mean(-1) + np.log(np.maximum(gain_l * base_l, 1e-6)).mean(-1)
         w = np.clip(zone, 0.0, 1.0).astype(np.float32)
-        lum = lum + w * (lum_l - lum - log_base_t.mean(-1))
+        shade = lum_l - lum - log_base_t.mean(-1)
+        if mirror is not None:
+            # Only the face's symmetric shading: a frontal face's shape (sockets, nose, brow ridge) is, a side key
+            # light of the source photo is not.
+            shade = 0.5 * (shade + cv2.remap(shade.astype(np.float32), *mirror, cv2.INTER_LINEAR,
+                                             borderMode=cv2.BORDER_REPLICATE))
+        lum = lum + w * shade
     # Colour detail is damped where the detail is dark or mid (stubble, lids, creases: pigment); a highlight keeps
     # its colour (the light's, not the skin's), fully by a log luminance of HIGHLIGHT_COLOUR over the base.
     keep = chroma_detail + (1.0 - chroma_detail) * np.clip(detail.mean(-1) / HIGHLIGHT_COLOUR, 0.0, 1.0)
@@ -221,6 +229,24 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
         total = np.clip(out / np.maximum(x, 1e-6), 1.0 / _GAIN_LIMIT**2, _GAIN_LIMIT**2)
         out = x * total**strength
     return out.astype(np.float32)
+
+
+# iBUG 68 points and the 10 forehead points, each with its mirror partner across the face's midline.
+MIRROR78 = np.array(list(range(16, -1, -1)) + list(range(26, 16, -1)) + [27, 28, 29, 30, 35, 34, 33, 32, 31]
+                    + [45, 44, 43, 42, 47, 46, 39, 38, 37, 36, 41, 40]
+                    + [54, 53, 52, 51, 50, 49, 48, 59, 58, 57, 56, 55] + [64, 63, 62, 61, 60, 67, 66, 65]
+                    + list(range(77, 67, -1)))
+
+
+def mirror_maps(lm68: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(map_x, map_y) for cv2.remap: each pixel of the face mesh to its mirror partner across the face's midline
+    (piecewise affine between the 78 points and their mirror partners, so a turned face maps its near cheek to
+    its far one); pixels outside the mesh map to themselves."""
+    from engine.stages.swap_geometric import piecewise_affine_maps  # the swapper's own warp
+
+    pts = geometry68.with_forehead(np.asarray(lm68, np.float64))
+    map_x, map_y, _ = piecewise_affine_maps(pts[MIRROR78], pts, geometry68.triangulate(pts), size)
+    return map_x, map_y
 
 
 def shape_zone(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:

@@ -63,7 +63,7 @@ class GeometricSwapper:
         tris = self._tris.get(id(src_img))
         if tris is None:
             tris = self._tris[id(src_img)] = geometry68.triangulate(src_pts)
-        map_x, map_y, inside = _piecewise_affine_maps(src_pts, dst_pts, tris, size)
+        map_x, map_y, inside = piecewise_affine_maps(src_pts, dst_pts, tris, size)
         warped = cv2.remap(src_img, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         result = np.where(inside[..., None], warped, target).astype(np.float32)
         # The source photo's own face (not its fringe, backdrop or glasses), warped with the same maps.
@@ -115,7 +115,7 @@ def eye_with_opening(target_eye: np.ndarray, source_eye: np.ndarray) -> np.ndarr
     return np.stack([z.real, z.imag], axis=1)
 
 
-def _piecewise_affine_maps(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, size: int):
+def piecewise_affine_maps(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, size: int):
     """For each crop pixel inside the destination mesh: where to sample the source (backward mapping)."""
     index = np.full((size, size), -1, np.int32)
     mats = np.zeros((len(tris), 2, 3), np.float64)
