@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -54,3 +55,17 @@ def test_a_short_key_in_the_environment_is_refused(tmp_path):
     proc = subprocess.run(serve_cmd("--socket-dir", str(tmp_path / "s")), cwd=ROOT, env=env, capture_output=True,
                           timeout=30)
     assert proc.returncode == 1 and b"at least 16 random bytes" in proc.stderr
+
+
+def test_a_file_put_where_the_socket_was_is_kept_at_exit(tmp_path):
+    """Unlink only sockets, at exit too: the engine's address replaced by a file while it runs stays."""
+    from tests.reliability_support import RawEngine
+
+    address = str(tmp_path / "engine.sock")
+    eng = RawEngine(str(tmp_path / "s"), "--address", address)
+    os.unlink(address)
+    with open(address, "w") as fh:
+        fh.write("not ours")
+    eng.proc.send_signal(signal.SIGTERM)
+    assert eng.proc.wait(30) == 0
+    assert open(address).read() == "not ours"

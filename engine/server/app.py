@@ -24,6 +24,7 @@ import itertools
 import json
 import logging
 import os
+import stat
 import sys
 import tempfile
 import threading
@@ -104,7 +105,8 @@ class Server(JobQueue):
             for path in (conn_file, self.address):
                 if transport.address_family(path) == "AF_UNIX" or path == conn_file:
                     try:
-                        if path != conn_file or transport.read_connection_file(socket_dir)["pid"] == os.getpid():
+                        if path == conn_file and transport.read_connection_file(socket_dir)["pid"] == os.getpid() \
+                                or path != conn_file and stat.S_ISSOCK(os.lstat(path).st_mode):  # unlink only sockets
                             os.unlink(path)
                     except (OSError, ValueError, KeyError):
                         pass
@@ -153,7 +155,7 @@ class Server(JobQueue):
 
     def _shutdown(self) -> None:
         try:
-            self.listener.close()
+            transport.close_listener(self.listener)
         except Exception:
             pass
         with self.lock:

@@ -14,6 +14,7 @@ from .channel import (
     Channel,
     address_family,
     authenticate_incoming,
+    close_listener,
     connect,
     default_socket_dir,
     ensure_private_dir,
@@ -48,8 +49,8 @@ from .slots import (
 __all__ = [
     "AUTH_TIMEOUT_S", "CONNECTION_FILE", "ENV_KEY", "HEADER_BYTES", "IS_WINDOWS", "LAYOUT_VERSION", "MAGIC", "PAGE",
     "SEGMENT_PREFIX", "Channel", "PoolEntry", "SegmentNameTaken", "SegmentNamer", "Slot", "SlotError", "SlotPool",
-    "StaleSlot",
-    "address_family", "align", "authenticate_incoming", "connect", "default_socket_dir", "ensure_private_dir",
+    "StaleSlot", "address_family", "align", "authenticate_incoming", "close_listener", "connect", "default_socket_dir",
+    "ensure_private_dir",
     "list_segments", "listen", "new_address", "owner_pid", "pid_alive", "protocol", "read_connection_file",
     "shm_free_bytes", "shutdown_connection", "sweep_dead_segments", "unlink_segment", "write_connection_file",
 ]

@@ -107,6 +107,17 @@ def listen(address: str) -> mpc.Listener:
     return listener
 
 
+def close_listener(listener: mpc.Listener) -> None:
+    """Close without multiprocessing's unlink of the address: it removes whatever file is there by then, and only
+    a socket is ours to remove (the engine unlinks it itself, after checking)."""
+    inner = getattr(listener, "_listener", None)
+    finalizer = getattr(inner, "_unlink", None)
+    if finalizer is not None:
+        finalizer.cancel()
+        inner._unlink = None
+    listener.close()
+
+
 def shutdown_connection(conn: mpc.Connection) -> None:
     """Wake any thread blocked reading ``conn`` (closing the fd alone does not)."""
     if IS_WINDOWS:
