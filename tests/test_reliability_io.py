@@ -88,7 +88,7 @@ def test_a_truncated_jpeg_fails_with_a_message_naming_it(tmp_path, shot):
 
 
 @pytest.mark.parametrize("damage", [{"shot_starts": 5}, {"frames": {"a": 1}}, {"track": {"first": "1"}}])
-def test_a_cache_entry_of_the_wrong_shape_is_a_miss(tmp_path, shot, damage):
+def test_a_cache_entry_of_the_wrong_shape_is_a_miss(tmp_path, shot, damage, monkeypatch):
     """Defect 11: valid JSON of the wrong shape in the analysis cache crashed the render with a TypeError."""
     import json
 
@@ -99,6 +99,10 @@ def test_a_cache_entry_of_the_wrong_shape_is_a_miss(tmp_path, shot, damage):
     first = swap(*args, "--output", str(tmp_path / "a"), env=env)
     assert first.returncode == 0, first.stderr[-2000:]
     (entry,) = (tmp_path / "cache" / "analysis").glob("*.npz")
+    from engine.analysis import store
+
+    monkeypatch.setenv("FACE_FUSION_CACHE_DIR", str(tmp_path / "cache"))
+    assert store.load(entry.stem) is not None  # what the engine wrote passes the checks: a hit
     with np.load(entry) as z:
         arrays = {k: z[k] for k in z.files}
     meta = json.loads(str(arrays["meta"]))
