@@ -34,11 +34,46 @@ def test_a_blurred_plate_makes_the_face_blurred_to_within_a_ratio(blur):
     assert 0.8 < dm.hf_energy(out, c["skin"], c["plate_px"]) / e_plate <= 1.0
 
 
-def test_a_face_softer_than_the_plate_is_never_sharpened():
+def test_a_face_softer_than_the_plate_is_never_sharpened_and_gains_plate_texture_only_in_the_skin():
     face, c = _case()
     soft = cv2.GaussianBlur(face, (0, 0), 2.0)
-    out = dm.match_detail(soft, c["lin"], c["skin"], c["scale"], plate_px=c["plate_px"], add_grain=False)
-    assert np.array_equal(out, soft)
+    kw = {"plate_px": c["plate_px"], "add_grain": False}
+    assert np.array_equal(dm.match_detail(soft, c["lin"], c["skin"], c["scale"], synthesize=False, **kw), soft)
+    out = dm.match_detail(soft, c["lin"], c["skin"], c["scale"], **kw)
+    e_plate = dm.hf_energy(c["lin"], c["skin"], c["plate_px"])
+    assert dm.hf_energy(soft, c["skin"], c["plate_px"]) < 0.5 * e_plate
+    assert 0.8 < dm.hf_energy(out, c["skin"], c["plate_px"]) / e_plate < 1.25  # the plate's detail, not sharper
+    outside = c["skin"] == 0
+    assert outside.any() and np.array_equal(out[outside], soft[outside])  # only inside the skin
+    # the face's own features stay as soft as they were: only texture below a few plate pixels was added
+    low = 3.0 * c["plate_px"]
+    ratio = cv2.GaussianBlur(out, (0, 0), low) / cv2.GaussianBlur(soft, (0, 0), low)
+    assert np.abs(np.log(ratio[c["skin"] > 0.5])).mean() < 0.02
+
+
+def test_texture_is_the_plates_own_band_and_the_same_on_every_frame():
+    """The synthesised texture follows the plate's spectrum (a plate with coarser skin texture gives a coarser
+    one), and it is fixed to the face: the same crop gives the same texture whatever the frame's grain seed."""
+    face, c = _case()
+    soft = cv2.GaussianBlur(face, (0, 0), 3.0)
+    fine_plate = c["lin"]
+    coarse_plate = cv2.GaussianBlur(c["lin"], (0, 0), 1.5 * c["plate_px"])
+    e_fine = dm.hf_energy(fine_plate, c["skin"], c["plate_px"])
+    e_coarse = dm.hf_energy(coarse_plate, c["skin"], c["plate_px"])
+    out_fine = dm.add_texture(soft, fine_plate, c["skin"], c["scale"], e_fine, c["plate_px"])
+    out_coarse = dm.add_texture(soft, coarse_plate, c["skin"], c["scale"], e_coarse, c["plate_px"])
+    assert dm.hf_energy(out_fine, c["skin"], c["plate_px"]) > 2.0 * dm.hf_energy(out_coarse, c["skin"], c["plate_px"])
+    a = dm.match_detail(soft, c["lin"], c["skin"], c["scale"], plate_px=c["plate_px"], seed=1)
+    b = dm.match_detail(soft, c["lin"], c["skin"], c["scale"], plate_px=c["plate_px"], seed=2)
+    ta = dm.match_detail(soft, c["lin"], c["skin"], c["scale"], plate_px=c["plate_px"], add_grain=False)
+    assert not np.array_equal(a, b)  # the grain changes with the frame
+    def log_gain(x: np.ndarray) -> np.ndarray:
+        return np.log(np.maximum(x, 1e-4) / np.maximum(soft, 1e-4))[c["skin"] > 0.5].mean(-1)
+
+    tex = log_gain(ta)
+    # what a and b share beyond their grain is the texture: both correlate with it
+    for x in (a, b):
+        assert np.corrcoef(log_gain(x), tex)[0, 1] > 0.5
 
 
 def test_plate_grain_is_matched_and_changes_with_the_seed():

@@ -94,8 +94,10 @@ def warp_crops(frame: np.ndarray, kps5_list: list[np.ndarray], tmpl: np.ndarray 
     return crops, mats
 
 
-def crop_size_for(face_size: float, lo: int = 128, hi: int = 1024) -> int:
-    """Crop side that keeps the plate's resolution in the crop (FFHQ template: box side ~ 0.54 of the crop)."""
+def crop_size_for(face_size: float, lo: int = 128, hi: int = 2048) -> int:
+    """Crop side that keeps the plate's resolution in the crop (FFHQ template: box side ~ 0.54 of the crop). The cap
+    holds a 1100 px face (a portrait photo, a 4K close-up) at the plate's own pixel size: at 1024 it was pasted 2x
+    up and lost the plate's pores and stubble (sharpness 0.06 of the plate on Jolie onto Rudd)."""
     s = int(np.ceil(face_size / 0.54 / 32.0) * 32)
     return int(np.clip(s, lo, hi))
 

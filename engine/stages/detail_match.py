@@ -6,12 +6,16 @@ like a viewer sees them); the band is tied to the plate's pixel size in the crop
 small face's crop is an upsampled plate and holds no finer detail than one plate pixel.
 
 The swap is only ever blurred, never sharpened: a source photo or a super-resolved face sharper than its
-surroundings is brought down to them; a face softer than the plate keeps its softness and gets the plate's
-grain, which is what a soft face in a grainy plate looks like.
+surroundings is brought down to them. A face softer than the plate (a source photo with less resolution than a
+close-up plate face) keeps its own features as soft as they are, and gains skin texture in the band it lacks:
+noise whose spectrum, band by band, is what the plate's skin has beyond the face's, fixed to the face (not
+redrawn every frame), only inside the skin, so none of the target's features come with it. Then the plate's
+grain.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import cv2
@@ -21,6 +25,11 @@ _MAX_BLUR = 0.08  # the largest blur tried, as a fraction of the face size (a pl
 _STEPS = 12  # bisection steps on the blur sigma: about 2e-5 of a face size
 _LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
 _HF_SIGMA = 1.5  # plate pixels: the band of the quality report's sharpness figure (engine.quality.metrics)
+_TEXTURE_BANDS = (0.5, 1.0, 2.0, 4.0)  # plate pixels: octave edges of the texture bands (DoG between neighbours)
+_TEXTURE_SEED = 1009  # one pattern in crop coordinates: the texture moves with the face and does not boil
+_MAX_TEXTURE_GAIN = 6.0  # a plain-skin patch this much louder at most (Rudd onto Whigham: 3 gave 0.27 of the plate)
+_TEXTURE_SHORT = 0.9  # a face this close to the plate's HF energy needs no texture (no noise for a rounding)
+_PATCH = 0.08  # texture patch side, a fraction of the face size: a few pores across, small beside a cheek
 
 
 def _lstar(y: np.ndarray) -> np.ndarray:
@@ -113,10 +122,105 @@ def plate_detail(plate: np.ndarray, skin: np.ndarray, plate_px: float = 1.0) -> 
     return PlateDetail(hf_energy(plate, skin, plate_px), grain_level(plate, skin))
 
 
+def _log_lum(lin: np.ndarray) -> np.ndarray:
+    return np.log(np.maximum(_luminance(lin), 1e-4)).astype(np.float32)
+
+
+def _bands(img: np.ndarray, plate_px: float) -> list[np.ndarray]:
+    """Difference-of-Gaussian octaves of ``img`` between the _TEXTURE_BANDS edges (plate pixels); an edge finer
+    than the crop's own pixel is the crop's pixel (the band is what the crop can hold of it)."""
+    sig = [max(b * plate_px, 0.5) for b in _TEXTURE_BANDS]
+    blurred = [cv2.GaussianBlur(img, (0, 0), s_) for s_ in sig]
+    out = [img - blurred[0]] + [blurred[k] - blurred[k + 1] for k in range(len(sig) - 1)]
+    return out
+
+
+def texture(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scale: float, plate_px: float,
+            seed: int = _TEXTURE_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """Log-luminance skin texture for ``face`` as (finest two bands, the coarser ones), each (H, W, 1),
+    re-synthesised from the plate's own skin: per band, the share of the plate's detail that the face lacks (none
+    where the face has as much), cut into patches taken at random from the plate's plainer skin (the quieter half:
+    pores, not stubble, a mole or a wrongly placed wrinkle) and laid over the crop with overlapping windows. The
+    patches' layout is random, so none of the target's features comes with them."""
+    w = np.clip(skin, 0.0, 1.0).astype(np.float32)
+    lp, lf = _bands(_log_lum(plate), plate_px), _bands(_log_lum(face), plate_px)
+    detail = np.zeros(plate.shape[:2] + (2,), np.float32)  # finest two bands, the coarser two
+    for k, (bp, bf) in enumerate(zip(lp, lf, strict=True)):
+        have, want = float((bf * bf * w).sum()), float((bp * bp * w).sum())
+        if want > have:
+            detail[..., int(k >= 2)] += bp * np.float32(np.sqrt(1.0 - have / want))
+    p = int(max(8, round(_PATCH * face_scale)))
+    half = p // 2
+    energy = cv2.boxFilter((detail * detail).sum(-1), -1, (p, p))
+    inner = cv2.erode((skin > 0.5).astype(np.uint8), np.ones((p, p), np.uint8)) > 0  # whole patches of skin
+    inner[:half], inner[-half:], inner[:, :half], inner[:, -half:] = False, False, False, False
+    ys, xs = np.nonzero(inner)
+    out = np.zeros(detail.shape, np.float32)
+    if len(ys) < 4:
+        return out[..., :1], out[..., 1:]
+    quiet = energy[ys, xs] <= np.median(energy[ys, xs])
+    ys, xs = ys[quiet], xs[quiet]
+    win = np.outer(*(2 * [np.sin(np.pi * (np.arange(p) + 0.5) / p) ** 2])).astype(np.float32)
+    norm = np.zeros(skin.shape, np.float32)
+    rng = np.random.default_rng(seed)
+    h, wd = skin.shape
+    cover = cv2.dilate((skin > 0).astype(np.uint8), np.ones((p, p), np.uint8))
+    for y0 in range(-half, h, half):
+        for x0 in range(-half, wd, half):
+            ty, tx = slice(max(y0, 0), min(y0 + p, h)), slice(max(x0, 0), min(x0 + p, wd))
+            if not cover[ty, tx].any():
+                continue
+            k = rng.integers(len(ys))
+            sy, sx = ys[k] - half + (ty.start - y0), xs[k] - half + (tx.start - x0)
+            ph, pw = ty.stop - ty.start, tx.stop - tx.start
+            wk = win[ty.start - y0:ty.start - y0 + ph, tx.start - x0:tx.start - x0 + pw]
+            patch = detail[sy:sy + ph, sx:sx + pw]
+            # zero mean: beside an eye or a nostril the skin is brighter than its blur, and that is shape, not texture
+            out[ty, tx] += (patch - patch.mean((0, 1))) * wk[..., None]
+            norm[ty, tx] += wk * wk
+    out /= np.sqrt(np.maximum(norm, 1e-6))[..., None]  # overlaps keep the texture's variance
+    return out[..., :1], out[..., 1:]  # luminance only: the same gain on R, G, B keeps the skin's hue
+
+
+def add_texture(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scale: float, energy: float,
+                plate_px: float = 1.0, finish: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+    """``face`` with skin texture (``texture``) scaled so its skin's HF energy, after ``finish`` (the grain that
+    will be added), is ``energy``; unchanged when it already has that much. Applied under a softened skin matte,
+    multiplicatively (in log luminance: dark and bright skin alike, colour kept)."""
+    finish = finish or (lambda x: x)
+    if hf_energy(finish(face), skin, plate_px) >= _TEXTURE_SHORT * energy:
+        return face
+    fine, coarse = texture(face, plate, skin, face_scale, plate_px)
+    soft = (cv2.GaussianBlur(np.clip(skin, 0.0, 1.0).astype(np.float32), (0, 0), max(1.0, 0.015 * face_scale))
+            * (skin > 0))[..., None]  # only inside the skin: the blur softens its start, never widens it
+    fine, coarse = fine * soft, coarse * soft
+    if not (fine.any() or coarse.any()):
+        return face
+
+    def fit(base: np.ndarray, tex: np.ndarray, cap: float) -> float:
+        """The gain on ``tex`` that brings ``base``'s HF energy (after ``finish``) to ``energy``, in [0, cap]."""
+        start = hf_energy(finish(base), skin, plate_px)
+        gain = 1.0
+        for _ in range(3):  # HF energy ~ start + gain^2 * (texture's own): a secant step on gain^2
+            got = hf_energy(finish(base * np.exp(gain * tex)), skin, plate_px)
+            if got <= start:
+                return 0.0
+            gain = float(np.clip(gain * np.sqrt(max(energy - start, 0.0) / (got - start)), 0.0, cap))
+        return gain
+
+    # The coarser bands at most at the plate's own level; the finest two carry what is still asked beyond that
+    # (the target includes what the paste's resampling will take away again, and takes it from the finest bands).
+    base = face * np.exp(fit(face, coarse, 1.0) * coarse)
+    gain = fit(base, fine, _MAX_TEXTURE_GAIN)
+    return (base * np.exp(gain * fine)).astype(np.float32)
+
+
 def match_detail(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scale: float, *,
                  plate_px: float = 1.0, add_grain: bool = True, seed: int = 0,
-                 pooled: PlateDetail | None = None, matte: np.ndarray | None = None) -> np.ndarray:
-    """The face crop with the plate crop's sharpness (never sharper) and, when ``add_grain``, its grain.
+                 pooled: PlateDetail | None = None, matte: np.ndarray | None = None,
+                 synthesize: bool = True) -> np.ndarray:
+    """The face crop with the plate crop's sharpness (never sharper; when softer and ``synthesize``, skin
+    texture in the band it lacks, see ``texture``) and, when ``add_grain``, its grain.
 
     ``plate_px``: crop pixels per plate pixel (sqrt of the crop matrix's determinant). ``seed``: the grain's
     seed; pass the frame number so grain changes every frame like the plate's and renders are repeatable.
@@ -133,17 +237,27 @@ def match_detail(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_sca
     target = pooled if pooled is not None else plate_detail(plate, skin, plate_px)
     level, energy = target.grain, target.energy
     out, _ = blur_to(face, energy, skin, face_scale, plate_px)
-    if not add_grain:
-        return out
-    for _ in range(2):  # the grain's own energy is part of the plate's: leave room for it, then re-fit the blur
+    noise = None
+    if add_grain:
+        for _ in range(2):  # the grain's energy is part of the plate's: leave room for it, then re-fit the blur
+            missing = np.sqrt(np.maximum(level**2 - grain_level(out, skin) ** 2, 0.0))
+            if not missing.any():
+                break
+            noisy = _decode(_encode(out) + grain(skin.shape, missing, plate_px, seed))
+            room = max(energy - max(hf_energy(noisy, skin, plate_px) - hf_energy(out, skin, plate_px), 0.0), 0.0)
+            out, _ = blur_to(face, room, skin, face_scale, plate_px)
         missing = np.sqrt(np.maximum(level**2 - grain_level(out, skin) ** 2, 0.0))
-        if not missing.any():
-            return out
-        noisy = _decode(_encode(out) + grain(skin.shape, missing, plate_px, seed))
-        room = max(energy - max(hf_energy(noisy, skin, plate_px) - hf_energy(out, skin, plate_px), 0.0), 0.0)
-        out, _ = blur_to(face, room, skin, face_scale, plate_px)
-    missing = np.sqrt(np.maximum(level**2 - grain_level(out, skin) ** 2, 0.0))
-    return _decode(_encode(out) + grain(skin.shape, missing, plate_px, seed))
+        noise = grain(skin.shape, missing, plate_px, seed) if missing.any() else None
+
+    def finish(x: np.ndarray) -> np.ndarray:
+        return x if noise is None else _decode(_encode(x) + noise)
+
+    if synthesize:
+        out = add_texture(out, plate, skin, face_scale, energy, plate_px, finish)
+        if add_grain:  # the texture's finest band reads partly as grain: add only what is still missing
+            missing = np.sqrt(np.maximum(level**2 - grain_level(out, skin) ** 2, 0.0))
+            noise = grain(skin.shape, missing, plate_px, seed) if missing.any() else None
+    return finish(out)
 
 
 def _encode(lin: np.ndarray) -> np.ndarray:
