@@ -10,14 +10,14 @@ engine's heavy packages. Modules in layers, each importing only those below it (
 - lookup (finding targets), retarget (pointing them at their cache folder)
 - props, node, sequencer, bake
 - op_common, op_add, op_bake, op_coverage, op_sources, op_faces, op_engine, engine_setup; operators, panels,
-  handlers, file_handlers
+  handlers, file_handlers, on_demand
 """
 
 from __future__ import annotations
 
-from . import file_handlers, handlers, node, operators, panels, prefs, props
+from . import file_handlers, handlers, node, on_demand, operators, panels, prefs, props
 
-MODULES = (prefs, props, node, operators, panels, handlers, file_handlers)
+MODULES = (prefs, props, node, operators, panels, handlers, file_handlers, on_demand)
 
 
 def register() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import bpy
 
-from . import cache_move, coverage, lookup, plates
+from . import cache_move, coverage, lookup, on_demand, plates
 from .schema import grouped_settings
 from .targets import Target
 
@@ -76,6 +76,7 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
     if ff.last_error:
         box.label(text=ff.last_error, icon="ERROR")
     runtime = context.window_manager.face_fusion_runtime
+    _draw_frame_state(box, target)
     if ff.last_report and not runtime.running:  # what the last bake or preview said (errors stay visible)
         box.label(text=ff.last_report, icon=REPORT_ICONS[ff.last_report_level])
     if runtime.running:
@@ -88,6 +89,22 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
     if ff.preview_image is not None:
         box.template_ID_preview(ff, "preview_image", hide_buttons=True)
     draw_coverage(col.box(), target, runtime.running)
+
+
+FRAME_STATES = {"baked": ("baked", "CHECKMARK"), "making": ("not baked yet: being made", "TIME"),
+                "wanted": ("not baked yet: queued", "TIME"), "missing": ("not baked yet", "ERROR")}
+
+
+def _draw_frame_state(box: Any, target: Target) -> None:
+    """Whether the current frame has its Face Fusion frame (the timeline shows the plate alone until it does)."""
+    frame = target.scene.frame_current
+    try:
+        if not target.needed(frame, frame):
+            return
+        text, icon = FRAME_STATES[on_demand.frame_state(target, frame)]
+    except (plates.PlateError, OSError, ValueError):
+        return
+    box.label(text=f"Frame {frame}: {text}", icon=icon)
 
 
 def draw_coverage(box: Any, target: Target, baking: bool = False) -> None:

@@ -154,6 +154,7 @@ class _Defaults:
     cache_dir = DEFAULT_CACHE
     models_dir = ""
     device = "auto"
+    timeline_preview = True
 
 
 def get_prefs(context: Any = None) -> Any:
@@ -198,6 +199,10 @@ class FaceFusionPreferences(bpy.types.AddonPreferences):
     models_dir: bpy.props.StringProperty(
         name="Models Folder", subtype="DIR_PATH", update=_engine_changed,
         description="Where the engine keeps downloaded models. Empty: the engine's per-user folder")
+    timeline_preview: bpy.props.BoolProperty(
+        name="Make Frames While Scrubbing", default=True,
+        description="When the timeline shows a Face Fusion frame that is not baked yet, make it in the background "
+                    "(the latest frame wins; the interface never waits)")
     device: bpy.props.EnumProperty(name="Device", items=DEVICE_ITEMS, default="auto", update=_engine_changed,
                                    description="Where the engine runs neural models (a change restarts the engine)")
 
@@ -217,6 +222,7 @@ class FaceFusionPreferences(bpy.types.AddonPreferences):
         col.label(text=f"Engine sources: {root}" if root else "Engine sources not found: reinstall the extension",
                   icon="FILE_FOLDER" if root else "ERROR")
         col.prop(self, "auto_start")
+        col.prop(self, "timeline_preview")
         col.prop(self, "device")
         col.prop(self, "cache_dir")
         col.prop(self, "models_dir")
