@@ -84,21 +84,32 @@ def exr_attributes(folder: str, frames: list[int]) -> dict[int, dict[str, str]]:
 
 class DrawnLayout:
     """Records what a panel draws (Blender's UILayout exists only inside a window's draw call): labels, props and
-    operators (whose returned properties the panel fills in); every other layout call is a no-op."""
+    operators (whose returned properties the panel fills in); every other layout call makes a child layout. Like
+    Blender's, a child of an inactive (greyed-out) or disabled layout is inactive too: ``shown`` records each label
+    and prop with whether it is drawn active."""
 
-    def __init__(self, drawn: list, icons: list | None = None) -> None:
+    def __init__(self, drawn: list, icons: list | None = None, shown: list | None = None,
+                 parent: DrawnLayout | None = None) -> None:
         self.drawn = drawn
         self.icons = [] if icons is None else icons  # (label text, icon)
+        self.shown = [] if shown is None else shown  # (kind, label text or property name, drawn active)
+        self.parent = parent
+        self.active = self.enabled = True
+
+    def _live(self) -> bool:
+        return self.active and self.enabled and (self.parent is None or self.parent._live())
 
     def __getattr__(self, name: str):
-        return lambda *args, **kwargs: DrawnLayout(self.drawn, self.icons)  # row, column, box, template_* ...
+        return lambda *args, **kwargs: DrawnLayout(self.drawn, self.icons, self.shown, self)  # row, box, ...
 
     def label(self, text: str = "", icon: str = "NONE", **_) -> None:
         self.drawn.append(("label", text))
         self.icons.append((text, icon))
+        self.shown.append(("label", text, self._live()))
 
     def prop(self, data, name: str, **_) -> None:
         self.drawn.append(("prop", name))
+        self.shown.append(("prop", name, self._live()))
 
     def operator(self, idname: str, text: str = "", icon: str = "NONE", **_):
         op = type("Op", (), {})()
