@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("serve", help="run the long-lived engine server (see: serve --help)", add_help=False)
     sub.add_parser("models", help="list, fetch, verify and import models (see: models --help)", add_help=False)
     sub.add_parser("quality", help="render a plate and write a quality report (see: quality --help)", add_help=False)
+    responsible.add_parsers(sub)
     return p
 
 

@@ -14,6 +14,19 @@ from engine.errors import EngineError
 COMMANDS = ("watermark", "audit", "consent", "export", "provenance")
 
 
+HELP = {"watermark": "read the invisible watermark from EXRs, images and movies (see: watermark detect --help)",
+        "audit": "check the tamper-evident audit log (see: audit verify --help)",
+        "consent": "confirm, revoke or list consent per source identity (see: consent --help)",
+        "export": "EXRs -> PNG/JPEG/TIFF/MP4 with a signed C2PA manifest (see: export --help)",
+        "provenance": "what a frame says about itself: EXR attributes, C2PA manifest, watermark"}
+
+
+def add_parsers(sub: Any) -> None:
+    """The commands in ``python -m engine --help`` (each parses its own arguments)."""
+    for name in COMMANDS:
+        sub.add_parser(name, help=HELP[name], add_help=False)
+
+
 def add_swap_options(sw: argparse.ArgumentParser) -> None:
     sw.add_argument("--consent", metavar="NOTE", default=None,
                     help="confirm that you have the right to use this likeness for this work, with a note (whose "

@@ -175,3 +175,22 @@ def test_a_farm_worker_uses_the_consent_file_saved_with_the_shot(shot, tmp_path)
     assert r.returncode == 0, r.stderr
     consent = json.loads(read(str(tmp_path / "b" / "facefusion.0002.exr"))[1]["facefusion:consent"])
     assert consent["note"] == NOTE and consent["by"] == "store"
+
+
+def test_exports_of_the_render_are_signed_and_keep_the_mark(shot):
+    from engine.export.sign import read_manifest
+
+    tmp, env = shot["tmp"], shot["env"]
+    png, mp4 = str(tmp / "del" / "shot.####.png"), str(tmp / "del" / "shot.mp4")
+    for target, extra in ((png, []), (mp4, ["--crf", "12"])):  # the mark survives H.264 up to CRF 12
+        r = cli(env, "export", str(tmp / "on"), "--to", target, *extra)
+        assert r.returncode == 0, r.stderr
+    first = png.replace("####", "0001")
+    for f in (first, mp4):
+        found = read_manifest(f)
+        assert found["validation_state"] == "Valid"
+        assert [x["code"] for x in found["validation_results"]["activeManifest"]["failure"]] == \
+            ["signingCredential.untrusted"]
+    assert all(f["present"] for f in detect(env, first, mp4))
+    r = cli(env, "provenance", mp4)
+    assert "C2PA: validation Valid" in r.stdout and "watermark: present, payload fa" in r.stdout
