@@ -288,9 +288,9 @@ def plan(target: targets.Target, frame_start: int | None = None, frame_end: int 
     version = session.engine_version()
     while True:
         key, media = _key(target, read_only)
-        scene = target.scene
-        start = scene.frame_start if frame_start is None else frame_start
-        end = scene.frame_end if frame_end is None else frame_end
+        own_start, own_end = target.bake_range()
+        start = own_start if frame_start is None else frame_start
+        end = own_end if frame_end is None else frame_end
         needed = target.needed(start, end, media)
         missing = target.missing(needed, key)  # what Blender cannot show yet
         engine_missing = target.missing(missing, key, engine_files=True)  # what the engine has to make
@@ -320,6 +320,25 @@ def plan(target: targets.Target, frame_start: int | None = None, frame_end: int 
             "file_prefix": targets.FILE_PREFIX,
         }
     return TargetBake(target, missing, folder, key, request, engine_frames=engine_missing, needed=needed)
+
+
+def forget_frames(target: targets.Target, frame_start: int, frame_end: int) -> int:
+    """Remove the files of the scene frames frame_start..frame_end from the target's current folder (the engine's
+    and Blender's copies), so the next bake makes them again; returns how many frames had a file."""
+    key = retarget.retarget(target)
+    if not key:
+        raise plates.PlateError(target.settings.last_error or "not ready")
+    removed = 0
+    for frame in target.needed(frame_start, frame_end):
+        found = False
+        for folder in {target.output_dir(key)[1], target.display_dir(key)[1]}:
+            path = os.path.join(folder, targets.output_name(frame))
+            if os.path.isfile(path):
+                os.remove(path)
+                found = True
+        removed += found
+    target.show_landed_frame()
+    return removed
 
 
 def record_coverage(item: TargetBake, final: bool = False) -> None:

@@ -25,13 +25,6 @@ def no_face_ranges(item: TargetBake) -> list[tuple[int, int]]:
     return coverage.summarise(record, timeline, ff.coverage_threshold).no_face
 
 
-def ranges_text(found: list[tuple[int, int]]) -> str:
-    """'12–40, 77, 90–99' (the first MAX_RANGES ranges, then how many more)."""
-    shown = ", ".join(coverage.range_label(a, b) for a, b in found[:coverage.MAX_RANGES])
-    more = len(found) - coverage.MAX_RANGES
-    return shown + (f", +{more} more ranges" if more > 0 else "")
-
-
 def target_line(item: TargetBake, cancelled: bool = False) -> tuple[str, str]:
     """(level, message) for one target of a finished bake."""
     label = f"Face Fusion {item.target.label}"
@@ -52,7 +45,7 @@ def target_line(item: TargetBake, cancelled: bool = False) -> tuple[str, str]:
     except (plates.PlateError, OSError, ReferenceError) as exc:  # the plate or the strip/node went away meanwhile
         no_face, text = [], f"{text} (coverage not read: {exc})"
     if no_face:
-        text += f"; no face on {sum(b - a + 1 for a, b in no_face)} frames: {ranges_text(no_face)}"
+        text += f"; no face on {sum(b - a + 1 for a, b in no_face)} frames: {coverage.ranges_text(no_face)}"
         level = "WARNING"
     return level, f"{label}: {text}"
 

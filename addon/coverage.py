@@ -143,3 +143,10 @@ def summarise(coverage: Coverage, timeline: Mapping[int, int], threshold: float)
 
 def range_label(a: int, b: int) -> str:
     return str(a) if a == b else f"{a}\u2013{b}"
+
+
+def ranges_text(found: list[tuple[int, int]]) -> str:
+    """'12–40, 77, 90–99' (the first MAX_RANGES ranges, then how many more)."""
+    shown = ", ".join(range_label(a, b) for a, b in found[:MAX_RANGES])
+    more = len(found) - MAX_RANGES
+    return shown + (f", +{more} more ranges" if more > 0 else "")

@@ -8,7 +8,7 @@ from typing import Any
 import bpy
 
 from . import bake, bake_report, lookup, plates, session
-from .op_common import redraw_editors
+from .op_common import OwnerOp, redraw_editors
 from .targets import Target
 
 
@@ -31,16 +31,19 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
     strip_name: bpy.props.StringProperty(name="Strip", description="Face Fusion strip (default: the active one)")
     node_name: bpy.props.StringProperty(name="Node", description="Face Fusion compositor node")
     all_targets: bpy.props.BoolProperty(name="All", description="Every Face Fusion strip and node of the scene")
-    frame_start: bpy.props.IntProperty(name="Start", default=-(1 << 30), description="Default: scene start")
-    frame_end: bpy.props.IntProperty(name="End", default=-(1 << 30), description="Default: scene end")
+    frame_start: bpy.props.IntProperty(name="Start", default=-(1 << 30),
+                                       description="Default: the strip's/node's own range, else the scene's")
+    frame_end: bpy.props.IntProperty(name="End", default=-(1 << 30),
+                                     description="Default: the strip's/node's own range, else the scene's")
 
     _run: bake.BakeRun | None = None
     _timer: Any = None
 
-    def _range(self, scene: Any) -> tuple[int, int]:
+    def _range(self, scene: Any) -> tuple[int | None, int | None]:
+        """The frames asked for; None: each strip's/node's own range, else the scene's (Target.bake_range)."""
         unset = -(1 << 30)
-        return (scene.frame_start if self.frame_start == unset else self.frame_start,
-                scene.frame_end if self.frame_end == unset else self.frame_end)
+        return (None if self.frame_start == unset else self.frame_start,
+                None if self.frame_end == unset else self.frame_end)
 
     def _targets(self, context: Any) -> list[Target]:
         return lookup.named_targets(context, self.strip_name, self.node_name, self.all_targets)
@@ -141,7 +144,32 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
         return self._reported(context, run)
 
 
-CLASSES = (FACEFUSION_OT_bake,)
+class FACEFUSION_OT_rebake(OwnerOp, bpy.types.Operator):
+    """Make the frames of the strip's/node's frame range again (its own range, else the scene's)"""
+
+    bl_idname = "facefusion.rebake"
+    bl_label = "Re-bake Range"
+
+    def execute(self, context: Any) -> set[str]:
+        owner = self.owner(context)
+        if owner is None:
+            return {"CANCELLED"}
+        if context.window_manager.face_fusion_runtime.running:
+            self.report({"ERROR"}, "Face Fusion: a bake is running; wait for it (or Esc), then re-bake")
+            return {"CANCELLED"}
+        target = lookup.target_of(owner)
+        start, end = target.bake_range()
+        try:
+            removed = bake.forget_frames(target, start, end)
+        except (plates.PlateError, OSError) as exc:
+            self.report({"ERROR"}, f"Face Fusion {target.label}: {exc}")
+            return {"CANCELLED"}
+        self.report({"INFO"}, f"Face Fusion {target.label}: {removed} frame(s) of {start}\u2013{end} removed")
+        mode = "INVOKE_DEFAULT" if context.window is not None and not bpy.app.background else "EXEC_DEFAULT"
+        return bpy.ops.facefusion.bake(mode, **{target.owner_arg: owner.name}, frame_start=start, frame_end=end)
+
+
+CLASSES = (FACEFUSION_OT_bake, FACEFUSION_OT_rebake)
 
 
 # Blender's own helper: registers in order, unregisters in reverse.

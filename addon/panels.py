@@ -84,8 +84,15 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
     if runtime.providers:
         box.label(text=f"Models ran on: {runtime.providers}", icon="INFO")
     row = box.row(align=True)
+    row.prop(ff, "use_frame_range")
+    sub = row.row(align=True)
+    sub.active = ff.use_frame_range
+    sub.prop(ff, "frame_range_start")
+    sub.prop(ff, "frame_range_end")
+    row = box.row(align=True)
     _owner_args(row.operator("facefusion.preview", icon="IMAGE_RGB"), target)
     _owner_args(row.operator("facefusion.bake", icon="RENDER_ANIMATION"), target)
+    _owner_args(row.operator("facefusion.rebake", icon="FILE_REFRESH"), target)
     if ff.preview_image is not None:
         box.template_ID_preview(ff, "preview_image", hide_buttons=True)
     draw_coverage(col.box(), target, runtime.running)
@@ -107,6 +114,21 @@ def _draw_frame_state(box: Any, target: Target) -> None:
     box.label(text=f"Frame {frame}: {text}", icon=icon)
 
 
+def _draw_baked(box: Any, target: Target) -> None:
+    """Which scene frames the strip/node shows have their file, as ranges (not only a count)."""
+    try:
+        timeline = target.timeline_frames(target.plate())
+        missing = set(target.missing(sorted(set(timeline.values()))))
+    except (plates.PlateError, OSError, ValueError):
+        return
+    baked = coverage.ranges([s for s, p in timeline.items() if p not in missing])
+    not_baked = coverage.ranges([s for s, p in timeline.items() if p in missing])
+    if baked:
+        box.label(text=f"Baked: {coverage.ranges_text(baked)}", icon="CHECKMARK")
+    if not_baked:
+        box.label(text=f"Not baked yet: {coverage.ranges_text(not_baked)}", icon="TIME")
+
+
 def draw_coverage(box: Any, target: Target, baking: bool = False) -> None:
     """Faces replaced per frame, as the bake recorded them: a summary line, then the frames with no face and those
     whose least confident face is below the threshold, as ranges of scene frames to jump to."""
@@ -114,6 +136,7 @@ def draw_coverage(box: Any, target: Target, baking: bool = False) -> None:
     row = box.row()
     row.label(text="Coverage", icon="USER")
     row.prop(ff, "coverage_threshold")
+    _draw_baked(box, target)
     record = coverage.parse(ff.coverage)
     if not ff.cache_key or record.key != ff.cache_key:
         box.label(text="Not measured for these settings: bake, or read the baked frames")

@@ -83,7 +83,12 @@ def _annotations() -> dict[str, Any]:
             name="Last Bake", description="What the last bake or preview of this strip/node reported"),
         "last_report_level": bpy.props.EnumProperty(
             name="Last Bake Level", items=[(v, v.title(), "") for v in ("INFO", "WARNING", "ERROR")], default="INFO"),
-        # Not swap settings (no cache re-key): what the bake found, and how the panel judges it (coverage.py).
+        # Not swap settings (no cache re-key): the frames a Bake makes by default.
+        "use_frame_range": bpy.props.BoolProperty(
+            name="Own Frame Range", description="Bake this strip's/node's own frame range instead of the scene's"),
+        "frame_range_start": bpy.props.IntProperty(name="Start", default=1, description="First scene frame to bake"),
+        "frame_range_end": bpy.props.IntProperty(name="End", default=250, description="Last scene frame to bake"),
+        # Not swap settings either: what the bake found, and how the panel judges it (coverage.py).
         "coverage": bpy.props.StringProperty(
             name="Coverage", description="Faces replaced and their lowest confidence per plate frame (JSON)"),
         "coverage_threshold": bpy.props.FloatProperty(

@@ -97,6 +97,14 @@ class Target(ABC):
         return ""
 
     # -- shared
+    def bake_range(self) -> tuple[int, int]:
+        """Scene frames a Bake makes by default: the strip's/node's own frame range when it has one, else the
+        scene's."""
+        ff = self.settings
+        if ff.use_frame_range:
+            return ff.frame_range_start, max(ff.frame_range_start, ff.frame_range_end)
+        return self.scene.frame_start, self.scene.frame_end
+
     def plate(self) -> plates.PlateMedia:
         media = self.plate_media(self.plate_source())
         if self.settings.colorspace != "auto":
