@@ -47,8 +47,10 @@ HIGHLIGHT_LIMIT = 0.22
 # all at 0.04 (dE76 median/p90 3.21/4.85, closer to the source 0.60, identity margin to original - to source 0.013):
 # zone at 0.12 with colour detail 0.4 -> 2.11/3.76, 0.73, 0.093; swap base not robust -> 1.55/2.39, 0.73, 0.084;
 # source eye shape, zone to cheekbones and forehead, 0.22, colour detail 0.3 -> 1.72/2.48, 1.00, 0.150. Everything
-# at 0.12 (no zone): 8.26/10.7, 1.00, 0.183 (the source's stubble and cheek shading on the plate's cheeks).
-SHAPE_SCALE = 0.22
+# at 0.12 (no zone): 8.26/10.7, 1.00, 0.183 (the source's stubble and cheek shading on the plate's cheeks). With the
+# zone's shading made symmetric (``mirror_maps``) and an open mouth's lips kept: 0.22 -> 1.62/2.26, 0.93, 0.086;
+# 0.32 -> 1.58/2.26, 1.00, 0.098; 0.45 -> 1.51/2.26, 1.00, 0.102 (more of the source photo's broad light shows).
+SHAPE_SCALE = 0.32
 CHROMA_DETAIL = 0.3
 HIGHLIGHT_COLOUR = 0.5
 _WORK_SIGMA = 3.0  # the base's sigma in working pixels: the fill runs on a crop shrunk to about this

@@ -87,7 +87,8 @@ class GeometricSwapper:
         # closer to the source on 70 % of faces against 100 %); the dark band once seen above them was the source's
         # fringe, which the source region now leaves out.
         if self.keep_eyes_mouth:  # the kept mouth (and kept eyes) must line up with the target's pixels
-            alpha[geometry68.OUTER_MOUTH + geometry68.INNER_MOUTH] = 0.0
+            alpha[geometry68.INNER_MOUTH] = 0.0
+            alpha[geometry68.OUTER_MOUTH] *= 1.0 - mouth_openness(target)  # an open mouth's lips are the plate's
             if KEEP_EYES:
                 alpha[geometry68.LEFT_EYE + geometry68.RIGHT_EYE] = 0.0
             else:
@@ -136,12 +137,25 @@ def piecewise_affine_maps(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, si
     return map_x, map_y, inside
 
 
+def mouth_openness(lm68: np.ndarray) -> float:
+    """0 for a closed mouth (gap 0.01 of the eye distance) to 1 for one open by 0.05 or more (inner-lip gap, the quality
+    report's measure): how much of the plate's lips the swap keeps."""
+    lm = np.asarray(lm68, np.float64)
+    eyes = np.linalg.norm(lm[geometry68.LEFT_EYE].mean(0) - lm[geometry68.RIGHT_EYE].mean(0))
+    gap = np.mean([np.linalg.norm(lm[a] - lm[b]) for a, b in ((61, 67), (62, 66), (63, 65))])
+    return float(np.clip((gap / max(eyes, 1e-9) - 0.01) / 0.04, 0.0, 1.0))
+
+
 def _eyes_mouth_mask(lm68: np.ndarray, size: int, scale: float, eyes: bool = True) -> np.ndarray:
-    """Soft mask of the target's whole mouth, lips and interior (and eye openings), grown so the lips' edges and
-    the opening's dark corners are the plate's too. Only the inner mouth kept (grown 0.02 of the face), dlib saw
-    the result's mouth less open than the plate's: walkers 40-69, 15 faces, expression error 0.041; the lips
-    kept, grown 0.04: 0.027 (the reference swap's 0.024 on 46-69), identity no worse (closer to source 1.00)."""
-    mouth = geometry68.feature_mask(lm68, size, [geometry68.OUTER_MOUTH], 0.04 * scale)
+    """Soft mask of the target's inner mouth and, as far as the mouth is open (``mouth_openness``), its lips,
+    grown so the lips' edges and the opening's dark corners are the plate's too (and eye openings). Only the inner
+    mouth kept (grown 0.02 of the face), dlib saw an open mouth less open than the plate's: walkers 40-69, 15 faces,
+    expression error 0.041; the lips kept, grown 0.04: 0.027 (the reference swap's 0.024 on 46-69), identity no
+    worse there. A closed mouth keeps the source's lips: they carry identity (angelina_jolie onto paul_rudd with the
+    plate's lips: dlib distance to the source 0.760, to the original 0.680)."""
+    inner = geometry68.feature_mask(lm68, size, [geometry68.INNER_MOUTH], 0.02 * scale)
+    mouth = np.maximum(inner, mouth_openness(lm68) * geometry68.feature_mask(lm68, size, [geometry68.OUTER_MOUTH],
+                                                                             0.04 * scale))
     mask = geometry68.feature_mask(lm68, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE], 0.02 * scale) \
         if eyes else np.zeros_like(mouth)
     mask = np.maximum(mask, mouth)
