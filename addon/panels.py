@@ -11,6 +11,8 @@ from .schema import grouped_settings
 from .targets import Target
 
 REPORT_ICONS = {"INFO": "INFO", "WARNING": "ERROR", "ERROR": "CANCEL"}
+CHOSEN_FROM_LIST = {"colorspace": "colorspace_choice"}  # string settings drawn as a list of valid values
+UNCHANGED_VIEWS = ("Standard", "Raw")  # view transforms that leave a plate's pixels as they are
 
 
 def _owner_args(op: Any, target: Target) -> None:
@@ -51,7 +53,9 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
         for s in settings:
             row = box.row()
             row.active = s.has_effect(values)
-            row.prop(ff, s.name)
+            row.prop(ff, CHOSEN_FROM_LIST.get(s.name, s.name))
+            if s.name == "colorspace":
+                _draw_colour_notes(box, target)
         if group == "faces":
             _owner_args(box.operator("facefusion.find_faces", icon="VIEWZOOM"), target)
             if len(ff.faces):
@@ -100,6 +104,18 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
 
 FRAME_STATES = {"baked": ("baked", "CHECKMARK"), "making": ("not baked yet: being made", "TIME"),
                 "wanted": ("not baked yet: queued", "TIME"), "missing": ("not baked yet", "ERROR")}
+
+
+def _draw_colour_notes(box: Any, target: Target) -> None:
+    """What the plate is read as, and whether the scene's view transform changes it in renders."""
+    try:
+        box.label(text=f"Plate read as: {target.plate().colorspace}", icon="COLOR")
+    except (plates.PlateError, OSError):
+        pass
+    view = target.scene.view_settings.view_transform
+    if view not in UNCHANGED_VIEWS:
+        box.label(text=f"View transform '{view}' changes the plate in renders: use Standard to deliver plates",
+                  icon="INFO")
 
 
 def _draw_frame_state(box: Any, target: Target) -> None:

@@ -66,6 +66,29 @@ class FaceFusionFace(bpy.types.PropertyGroup):
     thumbnail: bpy.props.PointerProperty(type=bpy.types.Image)
 
 
+_COLORSPACE_ITEMS: list[tuple[str, str, str, int]] = []  # kept alive: Blender reads the strings after the call
+
+
+def _colorspace_items(self: Any, context: Any) -> list[tuple[str, str, str, int]]:
+    """'Plate's own' plus every colour space of the running Blender's OCIO config (never a typed name)."""
+    names = sorted(compat.image_colorspace_names())
+    if len(_COLORSPACE_ITEMS) != len(names) + 1:
+        _COLORSPACE_ITEMS[:] = [("auto", "Plate's Own", "The colour space set on the plate strip or image", 0)]
+        _COLORSPACE_ITEMS.extend((n, n, f"Read the plate as {n}", i + 1) for i, n in enumerate(names))
+    return _COLORSPACE_ITEMS
+
+
+def _get_colorspace(self: Any) -> int:
+    current = self.colorspace
+    return next((number for ident, _, _, number in _colorspace_items(self, None) if ident == current), 0)
+
+
+def _set_colorspace(self: Any, value: int) -> None:
+    ident = next((i for i, _, _, number in _colorspace_items(self, None) if number == value), "auto")
+    if self.colorspace != ident:
+        self.colorspace = ident  # the schema setting: its update re-points the strip/node
+
+
 def _annotations() -> dict[str, Any]:
     ann: dict[str, Any] = {s.name: _schema_property(s) for s in schema()}
     ann.update({
@@ -83,6 +106,10 @@ def _annotations() -> dict[str, Any]:
             name="Last Bake", description="What the last bake or preview of this strip/node reported"),
         "last_report_level": bpy.props.EnumProperty(
             name="Last Bake Level", items=[(v, v.title(), "") for v in ("INFO", "WARNING", "ERROR")], default="INFO"),
+        # The schema's plate colour space, chosen from the OCIO config (the string setting is what the engine gets).
+        "colorspace_choice": bpy.props.EnumProperty(
+            name="Plate Colour Space", items=_colorspace_items, get=_get_colorspace, set=_set_colorspace,
+            description="Colour space the plate is read in: the plate's own, or one of this Blender's OCIO config"),
         # Not swap settings (no cache re-key): the frames a Bake makes by default.
         "use_frame_range": bpy.props.BoolProperty(
             name="Own Frame Range", description="Bake this strip's/node's own frame range instead of the scene's"),

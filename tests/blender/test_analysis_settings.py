@@ -43,6 +43,7 @@ def test_every_schema_setting_is_a_property_and_a_panel_row(addon, scene, media,
     drawn: list = []
     addon.panels.draw_settings(DrawnLayout(drawn), SimpleNamespace(window_manager=bpy.context.window_manager), strip)
     rows = {d[1] for d in drawn if d[0] == "prop"}
+    rows |= {name for name, listed in addon.panels.CHOSEN_FROM_LIST.items() if listed in rows}  # drawn as a list
     assert set(schema) <= rows, sorted(set(schema) - rows)
 
 

@@ -30,3 +30,35 @@ def test_settings_without_effect_are_greyed_out(addon, scene, media, cache_dir):
     assert not shown["face_index"] and not shown["enhancer_blend"]
     ff.face_selector = "index"
     assert _props(addon, strip)["face_index"] and not _props(addon, strip)["reference_frame"]
+
+
+def _labels(addon, strip) -> list[str]:
+    layout = DrawnLayout([])
+    addon.panels.draw_settings(layout, bpy.context, strip)
+    return [text for kind, text, _ in layout.shown if kind == "label"]
+
+
+def test_plate_colour_space_is_chosen_from_the_ocio_config(addon, scene, media, cache_dir):
+    strip = addon.sequencer.add_face_fusion(scene, add_plate(scene, media))
+    ff = strip.face_fusion
+    names = {item[0] for item in addon.props._colorspace_items(ff, bpy.context)}  # (a dynamic list)
+    assert names == {"auto"} | addon.compat.image_colorspace_names()  # nothing typed: the config's own names
+    assert ff.colorspace_choice == "auto" and "colorspace_choice" in _props(addon, strip)
+    assert "colorspace" not in _props(addon, strip)
+    plate_space = addon.compat.strips(scene)[ff.plate_strip].colorspace_settings.name
+    assert f"Plate read as: {plate_space}" in _labels(addon, strip)
+    key = ff.cache_key
+    linear = addon.compat.linear_colorspace_name()
+    ff.colorspace_choice = linear
+    assert ff.colorspace == linear and ff.cache_key != key  # the engine gets it, the frames get their own folder
+    assert f"Plate read as: {linear}" in _labels(addon, strip)
+    ff.colorspace_choice = "auto"
+    assert ff.colorspace == "auto" and ff.cache_key == key
+
+
+def test_a_view_transform_that_changes_the_plate_is_noted(addon, scene, media, cache_dir):
+    strip = addon.sequencer.add_face_fusion(scene, add_plate(scene, media))
+    scene.view_settings.view_transform = "Standard"
+    assert not [t for t in _labels(addon, strip) if t.startswith("View transform")]
+    scene.view_settings.view_transform = "AgX"
+    assert [t for t in _labels(addon, strip) if t.startswith("View transform 'AgX' changes the plate")]
