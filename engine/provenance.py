@@ -71,7 +71,10 @@ class Provenance:
         every EXR of the render carries (a log rewritten or cut short no longer matches the frames)."""
         ctx = self.ctx
         s = ctx.settings
-        settings_json = schema.canonical_json(schema.normalise(s))
+        # what the pixels depend on: not how they are packed (face layer or composite) nor the mark itself, so a
+        # face-layer render and a composite render of one shot carry the same mark and Alpha Over still matches
+        pixels = {k: v for k, v in schema.normalise(s).items() if k not in ("output_mode", "watermark")}
+        settings_json = schema.canonical_json(pixels)
         plate_name = os.path.basename(ctx.plate.describe().rstrip("/"))
         self.render_id = wm_payload.render_id(settings_json, ctx.identity.digest, plate_name, __version__)
         locked = policy.watermark_locked()
