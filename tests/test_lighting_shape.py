@@ -1,0 +1,112 @@
+"""The lighting step's identity parts (engine/stages/lighting.py): the shape zone where the swap keeps its own
+mid-frequency shading, its symmetric part (mirror_maps), and the damped colour detail. Real photos (paul_rudd onto
+the astronaut through the helpers of test_lighting.py) with constructed shading and tints of known size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.stages import lighting
+from tests.test_lighting import _LUMA, pair
+
+
+def _blob(c: dict, centre: np.ndarray, sigma_frac: float = 0.08, depth: float = 0.35) -> np.ndarray:
+    """A smooth darkening (H, W) of ``depth`` at ``centre``, sigma a fraction of the face: mid-frequency shading,
+    above the 0.04 base scale and below the shape scale."""
+    yy, xx = np.mgrid[: c["size"], : c["size"]].astype(np.float32)
+    s = sigma_frac * c["scale"]
+    g = np.exp(-((xx - centre[0]) ** 2 + (yy - centre[1]) ** 2) / (2 * s * s))
+    return (1.0 - depth * g).astype(np.float32)
+
+
+def _lum_at(img: np.ndarray, centre: np.ndarray, r: float) -> float:
+    y = img @ _LUMA
+    yy, xx = np.mgrid[: img.shape[0], : img.shape[1]]
+    return float(y[(xx - centre[0]) ** 2 + (yy - centre[1]) ** 2 <= r * r].mean())
+
+
+def test_the_shape_zone_keeps_the_swaps_mid_frequency_shading_and_the_lower_face_takes_the_plates():
+    swapped, c = pair("paul_rudd", "astronaut")
+    lm = c["lm"]
+    brow = lm[[21, 22, 27]].mean(0)  # between the brows: inside the zone
+    chin = lm[[57, 8]].mean(0)  # below the lower lip: outside it
+    shaded = swapped * (_blob(c, brow) * _blob(c, chin))[..., None]
+    zone = lighting.shape_zone(lm, c["size"], c["scale"])
+    assert zone[int(brow[1]), int(brow[0])] > 0.95 and zone[int(chin[1]), int(chin[0])] < 0.05
+    r = 0.03 * c["scale"]
+    plain = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], zone=zone)
+    out = lighting.relight(shaded, c["lin"], c["skin"], c["scale"], zone=zone)
+    kept_brow = _lum_at(out, brow, r) / _lum_at(plain, brow, r)
+    kept_chin = _lum_at(out, chin, r) / _lum_at(plain, chin, r)
+    assert kept_brow < 0.8  # most of the 0.65 darkening stays (identity: the source's own shading)
+    assert kept_chin > 0.9  # the plate's shading there, whatever the source's
+    no_zone = lighting.relight(shaded, c["lin"], c["skin"], c["scale"])
+    assert _lum_at(no_zone, brow, r) / _lum_at(plain, brow, r) > kept_brow + 0.1
+
+
+def test_only_the_symmetric_part_of_the_zones_shading_is_kept_with_mirror_maps():
+    swapped, c = pair("paul_rudd", "astronaut")
+    lm = c["lm"]
+    left, right = lm[[37, 38, 40, 41]].mean(0), lm[[43, 44, 46, 47]].mean(0)
+    below = np.array([0.0, 0.12 * c["scale"]])  # the eye sockets under the source's brows
+    one_side = swapped * _blob(c, left + below)[..., None]  # a side key light's shadow: one socket only
+    both = swapped * (_blob(c, left + below) * _blob(c, right + below))[..., None]  # the face's shape: both
+    zone = lighting.shape_zone(lm, c["size"], c["scale"])
+    mirror = lighting.mirror_maps(lm, c["size"])
+    r = 0.03 * c["scale"]
+    plain = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], zone=zone, mirror=mirror)
+
+    def depth(img, at):
+        return _lum_at(img, at, r) / _lum_at(plain, at, r)
+
+    side = lighting.relight(one_side, c["lin"], c["skin"], c["scale"], zone=zone, mirror=mirror)
+    sym = lighting.relight(both, c["lin"], c["skin"], c["scale"], zone=zone, mirror=mirror)
+    # A one-sided shadow is shared out over both sockets at half its depth (no longer the source's key light) ...
+    assert depth(side, left + below) == pytest.approx(depth(side, right + below), abs=0.08)
+    # ... while shading on both sides stays as deep as it was.
+    assert depth(sym, left + below) < 0.8 and depth(sym, right + below) < 0.8
+    assert depth(sym, left + below) < depth(side, left + below) - 0.08
+
+
+def test_mirror_maps_take_each_eye_to_the_other_and_the_nose_to_itself():
+    _, c = pair("paul_rudd", "astronaut")
+    lm = c["lm"]
+    map_x, map_y = lighting.mirror_maps(lm, c["size"])
+    assert np.array_equal(lighting.MIRROR78[lighting.MIRROR78], np.arange(78))
+    for a, b in ((36, 45), (39, 42), (48, 54), (30, 30), (33, 33)):
+        x, y = np.round(lm[a]).astype(int)
+        assert np.hypot(map_x[y, x] - lm[b][0], map_y[y, x] - lm[b][1]) < 0.04 * c["scale"]
+
+
+def test_the_swaps_colour_detail_is_damped_and_its_luminance_detail_kept():
+    swapped, c = pair("paul_rudd", "astronaut")
+    lm = c["lm"]
+    cheek = lm[[2, 3, 31, 48]].mean(0)
+    tint = np.ones_like(swapped)
+    yy, xx = np.mgrid[: c["size"], : c["size"]]
+    patch = (xx - cheek[0]) ** 2 + (yy - cheek[1]) ** 2 <= (0.05 * c["scale"]) ** 2
+    tint[patch] = np.float32([1.25, 1.05, 0.6])  # olive-yellow pigment on the source's cheek
+    tint[patch] /= np.float32(tint[patch][0] @ _LUMA)  # same luminance: colour only
+    tinted = swapped * tint
+    ratio = {}
+    for k in (1.0, lighting.CHROMA_DETAIL, 0.0):
+        a = lighting.relight(tinted, c["lin"], c["skin"], c["scale"], chroma_detail=k)[patch].mean(0)
+        b = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], chroma_detail=k)[patch].mean(0)
+        ratio[k] = a / b
+    blue_drop = {k: 1.0 - float(v[2] / v[0]) for k, v in ratio.items()}
+    assert blue_drop[1.0] > 0.3  # all the tint kept
+    assert blue_drop[lighting.CHROMA_DETAIL] < 0.5 * blue_drop[1.0]
+    assert abs(blue_drop[0.0]) < 0.1  # the plate's colour
+    for v in ratio.values():  # luminance untouched by the colour-only tint
+        assert float(v @ _LUMA) == pytest.approx(1.0, abs=0.1)
+
+
+def test_shape_and_colour_settings_are_checked():
+    swapped, c = pair("paul_rudd", "astronaut")
+    with pytest.raises(ValueError, match="chroma detail"):
+        lighting.relight(swapped, c["lin"], c["skin"], c["scale"], chroma_detail=1.5)
+    with pytest.raises(ValueError, match="shape zone"):
+        lighting.relight(swapped, c["lin"], c["skin"], c["scale"], zone=np.ones((3, 3), np.float32))
+    with pytest.raises(ValueError, match="68"):
+        lighting.shape_zone(c["lm"][:60], c["size"], c["scale"])

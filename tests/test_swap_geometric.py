@@ -1,0 +1,54 @@
+"""The geometric swapper's shape blend (engine/stages/swap_geometric.py): the source's eye corners with the
+target's eye opening, and the plate's lips kept as far as the target's mouth is open. Landmarks come from real
+photos through dlib's 68-point predictor (test_lighting's helper)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.quality import metrics
+from engine.stages import geometry68, swap_geometric
+from tests.test_lighting import landmarks, load
+
+
+def _opening(eye: np.ndarray) -> float:
+    """Lid gap over eye width (the mean of the two lid pairs 1-5 and 2-4 over the corner distance)."""
+    gap = (np.linalg.norm(eye[1] - eye[5]) + np.linalg.norm(eye[2] - eye[4])) / 2.0
+    return float(gap / np.linalg.norm(eye[3] - eye[0]))
+
+
+def test_eyes_take_the_source_corners_and_keep_the_target_opening():
+    target = landmarks(load("astronaut"))[0][geometry68.LEFT_EYE]
+    source = landmarks(load("paul_rudd"), 0)[0][geometry68.LEFT_EYE]
+    source = source - source.mean(0) + target.mean(0) + [3.0, -2.0]  # aligned near the target, another shape
+    out = swap_geometric.eye_with_opening(target, source)
+    assert np.allclose(out[[0, 3]], source[[0, 3]], atol=1e-6)
+    assert _opening(out) == pytest.approx(_opening(target), rel=1e-6)
+    closed = target.copy()
+    closed[[1, 2]] = closed[[5, 4]]  # a blink: the upper lid on the lower
+    out = swap_geometric.eye_with_opening(closed, source)
+    assert _opening(out) < 1e-6  # still closed with the source's corners
+    assert abs(_opening(source) - _opening(out)) > 0.1
+    with pytest.raises(ValueError, match="6 points"):
+        swap_geometric.eye_with_opening(target[:5], source)
+
+
+def test_mouth_openness_is_0_for_a_closed_mouth_and_1_for_an_open_smile():
+    closed = landmarks(load("paul_rudd"), 0)[0]
+    smile = landmarks(load("astronaut"))[0]
+    assert metrics.mouth_open_ratio(closed) < 0.01 and metrics.mouth_open_ratio(smile) > 0.1
+    assert swap_geometric.mouth_openness(closed) == 0.0
+    assert swap_geometric.mouth_openness(smile) == 1.0
+
+
+def test_an_open_mouth_keeps_the_plates_lips_and_a_closed_one_only_the_opening():
+    for name, lm, lips_kept in (("astronaut", landmarks(load("astronaut"))[0], True),
+                                ("paul_rudd", landmarks(load("paul_rudd"), 0)[0], False)):
+        lo = lm.min(0) - 20
+        lm = lm - lo
+        size = int(np.ceil(lm.max())) + 20
+        scale = geometry68.face_scale(geometry68.with_forehead(lm))
+        keep = swap_geometric._eyes_mouth_mask(lm, size, scale, eyes=False)
+        lower_lip = np.round(lm[[56, 57, 58]].mean(0)).astype(int)  # on the outer lip, off the opening
+        assert (keep[lower_lip[1], lower_lip[0]] > 0.9) == lips_kept, name
