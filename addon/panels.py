@@ -6,9 +6,9 @@ from typing import Any
 
 import bpy
 
-from . import cache_move, coverage, lookup, on_demand, plates
+from . import cache_admin, cache_move, coverage, lookup, on_demand, op_cache, plates
 from .schema import grouped_settings
-from .targets import Target
+from .targets import Target, cache_root
 
 REPORT_ICONS = {"INFO": "INFO", "WARNING": "ERROR", "ERROR": "CANCEL"}
 CHOSEN_FROM_LIST = {"colorspace": "colorspace_choice"}  # string settings drawn as a list of valid values
@@ -71,7 +71,8 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
                     _owner_args(op, target)
     # bake
     box = col.box()
-    box.label(text=f"Cache: {ff.cache_dir or 'not ready'}", icon="FILE_FOLDER")
+    box.label(text=f"Cache: {bpy.path.abspath(ff.cache_dir) if ff.cache_dir else 'not ready'}", icon="FILE_FOLDER")
+    _draw_disk_use(box, ff.cache_key)
     moving = cache_move.status()
     if moving:
         box.label(text=moving, icon="TIME")
@@ -104,6 +105,21 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
 
 FRAME_STATES = {"baked": ("baked", "CHECKMARK"), "making": ("not baked yet: being made", "TIME"),
                 "wanted": ("not baked yet: queued", "TIME"), "missing": ("not baked yet", "ERROR")}
+
+
+def _draw_disk_use(box: Any, key: str) -> None:
+    """The cache's disk use: this strip/node, everything, and what no strip or node uses (with a button)."""
+    folders = cache_admin.scan(cache_root())
+    if not folders:
+        return
+    mine = sum(f.size for f in folders if f.key == key)
+    total = sum(f.size for f in folders)
+    box.label(text=f"Disk: {cache_admin.human(mine)} here; {cache_admin.human(total)} in {len(folders)} folder(s)",
+              icon="DISK_DRIVE")
+    stale = cache_admin.unused(folders, op_cache.used_keys())
+    if stale:
+        box.operator("facefusion.clean_cache", icon="TRASH",
+                     text=f"Remove Unused ({len(stale)} folders, {cache_admin.human(sum(f.size for f in stale))})")
 
 
 def _draw_colour_notes(box: Any, target: Target) -> None:

@@ -37,6 +37,11 @@ def stored_dir(key: str, *, unsaved: bool) -> str:
     return root.rstrip("/\\") + "/" + key + "/"
 
 
+def cache_root() -> str:
+    """The absolute folder holding this .blend's cache key folders."""
+    return os.path.dirname(os.path.normpath(bpy.path.abspath(stored_dir("key", unsaved=not bpy.data.filepath))))
+
+
 def shown_dir(stored: str) -> str:
     """The folder Blender reads inside a cache folder: the engine's files, or their RGBA copies (Blender < 5.0)."""
     return stored if compat.READS_MATTE_LAYERS else stored + RGBA_SUBDIR + "/"
