@@ -55,6 +55,17 @@ class TargetBake:
     faces_seen: dict[int, coverage.FrameFaces] = field(default_factory=dict)  # from events, not yet recorded
 
 
+def no_face_ranges(item: TargetBake) -> list[tuple[int, int]]:
+    """Scene frame ranges of the bake's range whose frame has no face replaced (from the coverage record)."""
+    ff = item.target.settings
+    record = coverage.parse(ff.coverage)
+    if record.key != item.key:
+        return []
+    wanted = set(item.needed)
+    timeline = {s: p for s, p in item.target.timeline_frames(item.target.plate()).items() if p in wanted}
+    return coverage.summarise(record, timeline, ff.coverage_threshold).no_face
+
+
 def _stop_copy(item: TargetBake) -> None:
     proc, item.copy_proc = item.copy_proc, None
     if proc is not None and proc.poll() is None:
@@ -362,10 +373,24 @@ def bake_blocking(tgts: list[targets.Target], frame_start: int | None = None, fr
         items = [plan(t, frame_start, frame_end) for t in tgts]
     except (plates.PlateError, session.EngineUnavailable, OSError, ValueError) as exc:
         raise BakeError(str(exc)) from exc
-    run = start(items, on_frame)
+    def landed(item: TargetBake, frame: int) -> None:  # a line per frame: farm and -b logs show the progress
+        print(f"Face Fusion {item.target.label}: frame {frame} baked ({len(item.done)}/{len(item.frames)})",
+              flush=True)
+        if on_frame is not None:
+            on_frame(item, frame)
+
+    run = start(items, landed)
     run.wait()
     for item in items:  # frames made before a failure count too
         record_coverage(item, final=True)
+        try:
+            no_face = no_face_ranges(item) if not item.error else []
+        except (plates.PlateError, OSError, ReferenceError):  # the plate went away: the line says the rest
+            no_face = []
+        print(f"Face Fusion {item.target.label}: {len(item.done & set(item.frames))} of {len(item.frames)} missing "
+              f"frame(s) baked in {time.monotonic() - run.started:.1f} s"
+              + (f"; no face on {coverage.ranges_text(no_face)}" if no_face else "")
+              + (f"; FAILED: {item.error}" if item.error else ""), flush=True)
     if run.errors:
         raise BakeError("; ".join(run.errors), run)
     return run

@@ -8,21 +8,10 @@ import sys
 from collections.abc import Callable
 
 from . import coverage, plates
-from .bake import BakeRun, TargetBake
+from .bake import BakeRun, TargetBake, no_face_ranges
 
 MAX_WARNINGS = 5  # engine warnings reported one by one; the rest are counted (all are printed to the console)
 Report = Callable[[set[str], str], None]  # an operator's report()
-
-
-def no_face_ranges(item: TargetBake) -> list[tuple[int, int]]:
-    """Scene frame ranges of the bake's range whose frame has no face replaced (from the coverage record)."""
-    ff = item.target.settings
-    record = coverage.parse(ff.coverage)
-    if record.key != item.key:
-        return []
-    wanted = set(item.needed)
-    timeline = {s: p for s, p in item.target.timeline_frames(item.target.plate()).items() if p in wanted}
-    return coverage.summarise(record, timeline, ff.coverage_threshold).no_face
 
 
 def target_line(item: TargetBake, cancelled: bool = False) -> tuple[str, str]:

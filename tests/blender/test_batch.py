@@ -60,6 +60,10 @@ def test_fresh_process_renders_every_frame_with_nothing_baked(addon, scene, medi
     assert not os.path.exists(tmp_path / "face_fusion_cache")
     proc = _render_fresh(blend, scene.name)
     assert proc.returncode == 0 and "RENDERED" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()  # the farm log: a line per baked frame and a summary per bake
+    for n in range(1, 6):
+        assert any(f"frame {n} baked" in line for line in lines), proc.stdout[-2000:]
+    assert any("missing frame(s) baked in" in line for line in lines), proc.stdout[-2000:]
     baked = sorted(glob.glob(str(tmp_path / "face_fusion_cache" / "*" / "facefusion.*.exr")))
     assert [os.path.basename(p) for p in baked] == [f"facefusion.{n:04d}.exr" for n in range(1, 6)]
     rendered = [str(tmp_path / "render" / f"frame_{f:04d}.exr") for f in range(1, 6)]
@@ -76,6 +80,6 @@ def test_batch_failure_fails_the_process_and_names_the_frame(addon, scene, media
     missing = str(tmp_path / "no_such_photo.png")
     blend = _save_shot(addon, scene, media, tmp_path, missing)
     proc = _render_fresh(blend, scene.name)
-    assert proc.returncode != 0, proc.stdout[-2000:]
+    assert proc.returncode == 1, (proc.returncode, proc.stdout[-2000:])  # the handler's clean 1, never a crash
     assert "RENDERED" not in proc.stdout
     assert "Face Fusion" in proc.stderr and "no_such_photo.png" in proc.stderr, proc.stderr[-2000:]
