@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import engine_setup, op_add, op_bake, op_cache, op_coverage, op_engine, op_faces, op_farm, op_sources
+from . import engine_setup, op_add, op_bake, op_cache, op_coverage, op_engine, op_faces, op_farm, op_models, op_sources
 
 GROUPS: tuple[ModuleType, ...] = (op_add, op_bake, op_cache, op_coverage, op_sources, op_faces, op_engine,
-                                  engine_setup, op_farm)
+                                  engine_setup, op_farm, op_models)
 
 
 def register() -> None:

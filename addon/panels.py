@@ -6,7 +6,7 @@ from typing import Any
 
 import bpy
 
-from . import cache_admin, cache_move, coverage, lookup, on_demand, op_cache, plates
+from . import cache_admin, cache_move, coverage, lookup, on_demand, op_cache, op_models, plates
 from .schema import grouped_settings
 from .targets import Target, cache_root
 
@@ -69,6 +69,8 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
                                        depress=(ff.face_selector == "reference" and ff.reference_face == face.index))
                     op.index = face.index
                     _owner_args(op, target)
+    for model, todo in op_models.missing_models(values):  # a model that is not installed cannot run: say so
+        col.label(text=f"Model '{model}' is not installed: {todo}", icon="ERROR")
     # bake
     box = col.box()
     box.label(text=f"Cache: {bpy.path.abspath(ff.cache_dir) if ff.cache_dir else 'not ready'}", icon="FILE_FOLDER")

@@ -20,6 +20,7 @@ PROBE_TIMEOUT_S = 120.0
 # Called after a preference the running engine was started with changes (the session restarts it); a list, so this
 # module imports nothing of the add-on.
 ON_ENGINE_CHANGE: list[Callable[[], None]] = []
+DRAW_EXTRAS: list[Callable[[Any, Any], None]] = []  # more boxes of the preferences (layout, context): the models
 
 DEVICE_ITEMS = [
     ("auto", "Automatic",
@@ -232,6 +233,8 @@ class FaceFusionPreferences(bpy.types.AddonPreferences):
         runtime = getattr(context.window_manager, "face_fusion_runtime", None)
         if runtime is not None and runtime.message:
             layout.label(text=runtime.message)
+        for draw in DRAW_EXTRAS:
+            draw(layout, context)
 
 
 def blender_python() -> str:
