@@ -29,7 +29,7 @@ from typing import Any
 
 import bpy
 
-from . import bake, cache_move, lookup, plates, retarget, session
+from . import at_exit, bake, cache_move, lookup, plates, retarget, session
 from .op_common import redraw_editors
 from .targets import Target
 
@@ -53,7 +53,7 @@ def _fail(message: str) -> None:
     print(f"Face Fusion: ERROR: {message}", file=sys.stderr, flush=True)
     if _background():  # `blender -b` or a script render: exit non-zero so a farm task fails
         session.forget()
-        sys.exit(1)
+        at_exit.end_process(1)  # not sys.exit: bpy 4.2 crashes finalising from inside a handler (see at_exit)
 
 
 def _defer(action: str, target: Target) -> None:
@@ -202,6 +202,7 @@ def register() -> None:
             lst.append(fn)
     if not bpy.app.timers.is_registered(_drain):  # registered here, on the main thread; survives file loads
         bpy.app.timers.register(_drain, first_interval=DRAIN_INTERVAL_S, persistent=True)
+    at_exit.arm()  # a timer still registered when Python exits crashes bpy 4.2's teardown: see at_exit
 
 
 def unregister() -> None:
@@ -212,3 +213,4 @@ def unregister() -> None:
     if bpy.app.timers.is_registered(_drain):
         bpy.app.timers.unregister(_drain)
     session.forget()
+    at_exit.disarm()

@@ -16,13 +16,14 @@ bpy = pytest.importorskip("bpy")
 # The bpy module starts with factory preferences; a farm script loads the user's (as `blender -b` does),
 # which enables the installed extension. 4.2's bpy module crashes in read_userpref, so there the script
 # enables the installed extension itself (the engine is found through $FACE_FUSION_ENGINE_PYTHON).
-RENDER = """
+ENABLE = """
 import sys, bpy, addon_utils
 if bpy.app.version >= (5, 0, 0):
     bpy.ops.wm.read_userpref()
 else:
     addon_utils.enable("bl_ext.user_default.face_fusion", default_set=True)
-bpy.ops.wm.open_mainfile(filepath=sys.argv[1])
+"""
+RENDER = ENABLE + """bpy.ops.wm.open_mainfile(filepath=sys.argv[1])
 scene = bpy.data.scenes[sys.argv[2]]
 bpy.ops.render.render(animation=True, scene=scene.name)
 print("RENDERED")
