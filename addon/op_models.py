@@ -14,6 +14,7 @@ from typing import IO, Any
 import bpy
 
 from . import prefs
+from .engine_link import engine_module
 from .op_common import redraw_editors
 
 _MODELS: list[dict[str, Any]] = []  # the engine's `models list --json`, as last read
@@ -49,6 +50,12 @@ def refresh() -> str:
     return _ERROR[0]
 
 
+def models_folder() -> str:
+    """Where the engine keeps models: the preference, else its own default (the shipped catalogue module says)."""
+    p = prefs.get_prefs()
+    return str(engine_module("models.catalogue").models_dir(bpy.path.abspath(p.models_dir) if p.models_dir else None))
+
+
 def status(model_id: str) -> str | None:
     """'installed' | 'missing' | 'unverified' for a catalogue model (None: not a catalogue model, or not read)."""
     return next((m.get("status") for m in _MODELS if m.get("id") == model_id), None)
@@ -73,6 +80,7 @@ def draw_models(layout: Any, context: Any) -> None:
     row = box.row()
     row.label(text="Neural Models", icon="NETWORK_DRIVE")
     row.operator("facefusion.refresh_models", text="", icon="FILE_REFRESH")
+    box.label(text=f"Models folder: {models_folder()}", icon="FILE_FOLDER")
     if _ERROR and _ERROR[0]:
         box.label(text=_ERROR[0], icon="ERROR")
     if not bpy.app.online_access:

@@ -6,7 +6,7 @@ from typing import Any
 
 import bpy
 
-from . import cache_admin, cache_move, coverage, lookup, on_demand, op_cache, op_models, plates
+from . import cache_admin, cache_move, coverage, lookup, on_demand, op_cache, op_models, plates, retarget
 from .schema import grouped_settings
 from .targets import Target, cache_root
 
@@ -75,6 +75,9 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
     box = col.box()
     box.label(text=f"Cache: {bpy.path.abspath(ff.cache_dir) if ff.cache_dir else 'not ready'}", icon="FILE_FOLDER")
     _draw_disk_use(box, ff.cache_key)
+    key, _error, media = retarget.current_key(target)
+    if key and media is not None and ff.cache_key and not retarget.is_pointed(target, key, media):
+        box.label(text="Shows frames of older settings, plate, source or engine: Bake to re-point it", icon="ERROR")
     moving = cache_move.status()
     if moving:
         box.label(text=moving, icon="TIME")

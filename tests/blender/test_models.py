@@ -95,6 +95,7 @@ def test_download_progress_cancel_and_hash(addon, publisher):
     assert addon.op_models.refresh() == "" and addon.op_models.status("test_good") == "missing"
     drawn = DrawnLayout([])
     addon.op_models.draw_models(drawn, bpy.context)
+    assert ("label", f"Models folder: {publisher}") in drawn.drawn  # where the engine looks, resolved
     assert any(d[:3] == ("operator", "facefusion.download_model", "Download") and d[3].model_id == "test_good"
                for d in drawn.drawn)
 

@@ -3,8 +3,10 @@ out (and come back when they apply)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
-from conftest import DrawnLayout, add_plate
+from conftest import ADDON, DrawnLayout, add_plate
 
 bpy = pytest.importorskip("bpy")
 
@@ -62,3 +64,14 @@ def test_a_view_transform_that_changes_the_plate_is_noted(addon, scene, media, c
     assert not [t for t in _labels(addon, strip) if t.startswith("View transform")]
     scene.view_settings.view_transform = "AgX"
     assert [t for t in _labels(addon, strip) if t.startswith("View transform 'AgX' changes the plate")]
+
+
+def test_a_strip_showing_frames_of_older_settings_is_flagged(addon, scene, media, cache_dir):
+    strip = addon.sequencer.add_face_fusion(scene, add_plate(scene, media))
+    stale = "Shows frames of older settings, plate, source or engine: Bake to re-point it"
+    assert stale not in _labels(addon, strip)
+    p = bpy.context.preferences.addons[ADDON].preferences
+    p.cache_dir = os.path.join(cache_dir, "elsewhere")  # the strip still shows the old folder
+    assert stale in _labels(addon, strip)
+    addon.retarget.retarget(addon.lookup.target_of(strip))
+    assert stale not in _labels(addon, strip)
