@@ -127,3 +127,26 @@ def test_the_detail_handoff_keeps_a_line_of_the_face_off_the_matte_edge_and_the_
     assert ratio[0.0] > 1.3
     assert ratio[blend.HANDOFF] < 1.0 + (ratio[0.0] - 1.0) * 0.3
 
+
+
+def test_fine_gain_raises_the_plates_finest_detail_carried_at_the_edge_only():
+    """``fine_gain``: what the crop's cut and the paste take from the plate's finest detail is carried raised in the
+    handoff (the caller passes 1/sqrt of the measured resampling loss); the face deeper in is untouched."""
+    _, c = pair("paul_rudd", "astronaut")
+    plate, matte = c["lin"], c["matte"]
+    face = cv2.GaussianBlur(plate, (0, 0), 2.0)
+    kw = {"band": blend.BAND_SCALE * c["scale"], "scale": c["scale"]}
+    plain = blend.blend(face, plate, matte, "poisson", **kw)
+    raised = blend.blend(face, plate, matte, "poisson", fine_gain=1.5, fine_sigma=1.5, **kw)
+    feather = (matte > 0.05) & (matte < 0.95)
+
+    def fine(x: np.ndarray) -> float:
+        y = np.log(np.maximum(x @ _LUMA, 1e-4)).astype(np.float32)
+        hp = y - cv2.GaussianBlur(y, (0, 0), 1.5)
+        return float((hp[feather] ** 2).mean())
+
+    assert 1.5 < fine(raised) / fine(plain) < 2.6
+    full = (matte >= blend.HANDOFF_FROM).astype(np.uint8)
+    depth = cv2.distanceTransform(np.pad(full, 1), cv2.DIST_L2, 5)[1:-1, 1:-1]
+    core = depth > blend.HANDOFF * c["scale"] + 1
+    assert np.array_equal(raised[core], plain[core])

@@ -31,7 +31,9 @@ def test_a_blurred_plate_makes_the_face_blurred_to_within_a_ratio(blur):
     # the sharp source (2.9x at blur 1.5 since the lighting step compresses the source's specular highlights)
     assert dm.hf_energy(face, c["skin"], c["plate_px"]) > 2.5 * e_plate
     out = dm.match_detail(face, c["lin"], c["skin"], c["scale"], plate_px=c["plate_px"], add_grain=False)
-    assert 0.8 < dm.hf_energy(out, c["skin"], c["plate_px"]) / e_plate <= 1.0
+    core = dm._off_the_handoff(c["skin"], c["scale"])  # where it is matched (the blend's handoff does the rest)
+    e_core = dm.hf_energy(c["lin"], core, c["plate_px"])
+    assert 0.8 < dm.hf_energy(out, core, c["plate_px"]) / e_core <= 1.0
 
 
 def test_a_face_softer_than_the_plate_is_never_sharpened_and_gains_plate_texture_only_in_the_skin():
@@ -40,9 +42,10 @@ def test_a_face_softer_than_the_plate_is_never_sharpened_and_gains_plate_texture
     kw = {"plate_px": c["plate_px"], "add_grain": False}
     assert np.array_equal(dm.match_detail(soft, c["lin"], c["skin"], c["scale"], synthesize=False, **kw), soft)
     out = dm.match_detail(soft, c["lin"], c["skin"], c["scale"], **kw)
-    e_plate = dm.hf_energy(c["lin"], c["skin"], c["plate_px"])
-    assert dm.hf_energy(soft, c["skin"], c["plate_px"]) < 0.5 * e_plate
-    assert 0.8 < dm.hf_energy(out, c["skin"], c["plate_px"]) / e_plate < 1.25  # the plate's detail, not sharper
+    core = dm._off_the_handoff(c["skin"], c["scale"])  # where it is matched (the blend's handoff does the rest)
+    e_plate = dm.hf_energy(c["lin"], core, c["plate_px"])
+    assert dm.hf_energy(soft, core, c["plate_px"]) < 0.5 * e_plate
+    assert 0.8 < dm.hf_energy(out, core, c["plate_px"]) / e_plate < 1.25  # the plate's detail, not sharper
     outside = c["skin"] == 0
     assert outside.any() and np.array_equal(out[outside], soft[outside])  # only inside the skin
     # the face's own features stay as soft as they were: only texture below a few plate pixels was added
@@ -108,3 +111,22 @@ def test_pooled_plate_detail_sets_the_blur_and_grain_for_every_frame_of_a_track(
     assert dm.hf_energy(out, c["skin"], c["plate_px"]) == pytest.approx(soft.energy, rel=0.2)
     with pytest.raises(ValueError, match="at least one"):
         dm.PlateDetail.pooled([])
+
+
+def test_the_face_is_matched_away_from_the_blends_handoff():
+    """Strong lines of the swap near the skin's outline (the source's jaw and cheek silhouette, which the blend's
+    detail handoff replaces with the plate's detail) do not count towards the face's detail: the inner skin still
+    reaches the plate's, and it is measured against the plate's inner skin."""
+    face, c = _case()
+    soft = cv2.GaussianBlur(face, (0, 0), 2.0)
+    skin = c["skin"]
+    core = dm._off_the_handoff(skin, c["scale"])
+    assert 64 <= core.sum() < 0.8 * skin.sum()
+    ring = (skin > 0.5) & (core == 0)
+    lined = soft.copy()
+    lined[ring & (np.arange(skin.shape[0])[:, None] % 4 < 2)] *= np.float32(0.6)  # stripes in the outer skin only
+    e_plate_core = dm.hf_energy(c["lin"], core, c["plate_px"])
+    assert dm.hf_energy(lined, skin, c["plate_px"]) > dm.hf_energy(c["lin"], skin, c["plate_px"])  # "sharp enough"
+    out = dm.match_detail(lined, c["lin"], skin, c["scale"], plate_px=c["plate_px"], add_grain=False)
+    assert dm.hf_energy(soft, core, c["plate_px"]) < 0.5 * e_plate_core
+    assert 0.8 < dm.hf_energy(out, core, c["plate_px"]) / e_plate_core < 1.25

@@ -46,7 +46,8 @@ MAX_SOLVE_SIDE = 160  # the membrane's grid: ~25k unknowns at most, a direct sol
 
 
 def blend(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, mode: str = "poisson", band: float | None = None,
-          max_side: int = MAX_SOLVE_SIDE, scale: float | None = None, handoff: float = HANDOFF) -> np.ndarray:
+          max_side: int = MAX_SOLVE_SIDE, scale: float | None = None, handoff: float = HANDOFF,
+          fine_gain: float = 1.0, fine_sigma: float = 1.5) -> np.ndarray:
     """The blended face crop B (H, W, 3) float32; use it in place of ``face`` under the same ``matte``.
 
     ``band`` (pixels, poisson only): solve only in a band this wide inside the matte's edge and keep the face
@@ -69,7 +70,7 @@ def blend(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, mode: str = "p
     if handoff > 0:
         size = scale or matte_scale(matte)
         face = detail_handoff(face, plate.astype(np.float32), matte, handoff * size,
-                              min(DETAIL_SIGMA * size, DETAIL_MAX_PX))
+                              min(DETAIL_SIGMA * size, DETAIL_MAX_PX), fine_gain, fine_sigma)
     diff = log_ratio(plate.astype(np.float32), face, region)
     if band is not None:
         dist = cv2.distanceTransform(np.pad(region.astype(np.uint8), 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
@@ -84,8 +85,8 @@ def matte_scale(matte: np.ndarray) -> float:
     return float(np.sqrt(max(float(np.clip(matte, 0.0, 1.0).sum()), 1.0)))
 
 
-def detail_handoff(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, width: float, sigma: float
-                   ) -> np.ndarray:
+def detail_handoff(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, width: float, sigma: float,
+                   fine_gain: float = 1.0, fine_sigma: float = 1.5) -> np.ndarray:
     """The face with the plate's detail (log intensity less its Gaussian of ``sigma``) where the matte is below
     full and fading to the face's own over ``width`` pixels inside: the face's features (a brow tail, the source's
     cheek silhouette) never meet the matte's edge, and the plate's texture runs on through the feather."""
@@ -106,6 +107,8 @@ def detail_handoff(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, width
     r = bp - bf  # a face lit differently differs by a smooth gain: only the ratio's local departure counts
     same = np.exp(-(((r - cv2.GaussianBlur(r, (0, 0), 4.0 * sigma)) / DETAIL_CLIP) ** 2))
     dp = clipped + (dp - clipped) * same
+    if fine_gain != 1.0:  # the crop's cut and the paste take part of the plate's finest detail: carried raised
+        dp = dp + (fine_gain - 1.0) * (dp - cv2.GaussianBlur(dp, (0, 0), max(fine_sigma, 0.5)))
     return (face * np.exp(w * (dp - df))).astype(np.float32)
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from engine.stages import blend
+
 _MAX_BLUR = 0.08  # the largest blur tried, as a fraction of the face size (a plate this soft has no face)
 _STEPS = 12  # bisection steps on the blur sigma: about 2e-5 of a face size
 _LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
@@ -28,6 +30,7 @@ _HF_SIGMA = 1.5  # plate pixels: the band of the quality report's sharpness figu
 _TEXTURE_BANDS = (0.5, 1.0, 2.0, 4.0)  # plate pixels: octave edges of the texture bands (DoG between neighbours)
 _TEXTURE_SEED = 1009  # one pattern in crop coordinates: the texture moves with the face and does not boil
 _MAX_TEXTURE_GAIN = 6.0  # a plain-skin patch this much louder at most (Rudd onto Whigham: 3 gave 0.27 of the plate)
+_MIN_CORE_PX = 64  # skin pixels needed to measure on the core alone
 _TEXTURE_SHORT = 0.9  # a face this close to the plate's HF energy needs no texture (no noise for a rounding)
 _PATCH = 0.08  # texture patch side, a fraction of the face size: a few pores across, small beside a cheek
 
@@ -183,12 +186,15 @@ def texture(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scale: f
 
 
 def add_texture(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scale: float, energy: float,
-                plate_px: float = 1.0, finish: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
-    """``face`` with skin texture (``texture``) scaled so its skin's HF energy, after ``finish`` (the grain that
-    will be added), is ``energy``; unchanged when it already has that much. Applied under a softened skin matte,
-    multiplicatively (in log luminance: dark and bright skin alike, colour kept)."""
+                plate_px: float = 1.0, finish: Callable[[np.ndarray], np.ndarray] | None = None,
+                measure: np.ndarray | None = None) -> np.ndarray:
+    """``face`` with skin texture (``texture``) scaled so the HF energy over ``measure`` (default: the skin),
+    after ``finish`` (the grain that will be added), is ``energy``; unchanged when it already has that much.
+    Applied under a softened skin matte, multiplicatively (in log luminance: dark and bright skin alike, colour
+    kept)."""
     finish = finish or (lambda x: x)
-    if hf_energy(finish(face), skin, plate_px) >= _TEXTURE_SHORT * energy:
+    where = skin if measure is None else measure
+    if hf_energy(finish(face), where, plate_px) >= _TEXTURE_SHORT * energy:
         return face
     fine, coarse = texture(face, plate, skin, face_scale, plate_px)
     soft = (cv2.GaussianBlur(np.clip(skin, 0.0, 1.0).astype(np.float32), (0, 0), max(1.0, 0.015 * face_scale))
@@ -199,10 +205,10 @@ def add_texture(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scal
 
     def fit(base: np.ndarray, tex: np.ndarray, cap: float) -> float:
         """The gain on ``tex`` that brings ``base``'s HF energy (after ``finish``) to ``energy``, in [0, cap]."""
-        start = hf_energy(finish(base), skin, plate_px)
+        start = hf_energy(finish(base), where, plate_px)
         gain = 1.0
         for _ in range(3):  # HF energy ~ start + gain^2 * (texture's own): a secant step on gain^2
-            got = hf_energy(finish(base * np.exp(gain * tex)), skin, plate_px)
+            got = hf_energy(finish(base * np.exp(gain * tex)), where, plate_px)
             if got <= start:
                 return 0.0
             gain = float(np.clip(gain * np.sqrt(max(energy - start, 0.0) / (got - start)), 0.0, cap))
@@ -213,6 +219,20 @@ def add_texture(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scal
     base = face * np.exp(fit(face, coarse, 1.0) * coarse)
     gain = fit(base, fine, _MAX_TEXTURE_GAIN)
     return (base * np.exp(gain * fine)).astype(np.float32)
+
+
+def _off_the_handoff(skin: np.ndarray, face_scale: float) -> np.ndarray:
+    """The skin away from the blend's detail handoff (engine.stages.blend): there the plate's detail replaces the
+    face's, so the face is measured and matched without it. Measured on walkers 46-50 (12 faces): matched on
+    the whole skin, the source's edges near the outline (1.3-2x the plate's detail there) set the budget and left
+    the inner skin at 0.54-0.78 of the plate once the handoff had taken those edges away."""
+    reach = blend.HANDOFF * face_scale + min(blend.DETAIL_SIGMA * face_scale, blend.DETAIL_MAX_PX)
+    if reach < 1:
+        return skin
+    inside = (skin > 0.5).astype(np.uint8)
+    depth = cv2.distanceTransform(np.pad(inside, 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)[1:-1, 1:-1]
+    core = skin * (depth > reach)
+    return core if core.sum() >= _MIN_CORE_PX else skin
 
 
 def match_detail(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scale: float, *,
@@ -236,26 +256,31 @@ def match_detail(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_sca
         skin = inner if inner.sum() >= 16 else skin  # a tiny or fully feathered face: the whole skin
     target = pooled if pooled is not None else plate_detail(plate, skin, plate_px)
     level, energy = target.grain, target.energy
-    out, _ = blur_to(face, energy, skin, face_scale, plate_px)
+    # Measured on the skin away from the handoff, against the plate's detail there (the pooled level scaled by
+    # this frame's share: a beard along the jaw, the target's own, is not asked of the face's cheeks).
+    core = _off_the_handoff(skin, face_scale)
+    if core is not skin:
+        energy *= hf_energy(plate, core, plate_px) / max(hf_energy(plate, skin, plate_px), 1e-9)
+    out, _ = blur_to(face, energy, core, face_scale, plate_px)
     noise = None
     if add_grain:
         for _ in range(2):  # the grain's energy is part of the plate's: leave room for it, then re-fit the blur
-            missing = np.sqrt(np.maximum(level**2 - grain_level(out, skin) ** 2, 0.0))
+            missing = np.sqrt(np.maximum(level**2 - grain_level(out, core) ** 2, 0.0))
             if not missing.any():
                 break
             noisy = _decode(_encode(out) + grain(skin.shape, missing, plate_px, seed))
-            room = max(energy - max(hf_energy(noisy, skin, plate_px) - hf_energy(out, skin, plate_px), 0.0), 0.0)
-            out, _ = blur_to(face, room, skin, face_scale, plate_px)
-        missing = np.sqrt(np.maximum(level**2 - grain_level(out, skin) ** 2, 0.0))
+            room = max(energy - max(hf_energy(noisy, core, plate_px) - hf_energy(out, core, plate_px), 0.0), 0.0)
+            out, _ = blur_to(face, room, core, face_scale, plate_px)
+        missing = np.sqrt(np.maximum(level**2 - grain_level(out, core) ** 2, 0.0))
         noise = grain(skin.shape, missing, plate_px, seed) if missing.any() else None
 
     def finish(x: np.ndarray) -> np.ndarray:
         return x if noise is None else _decode(_encode(x) + noise)
 
     if synthesize:
-        out = add_texture(out, plate, skin, face_scale, energy, plate_px, finish)
+        out = add_texture(out, plate, skin, face_scale, energy, plate_px, finish, measure=core)
         if add_grain:  # the texture's finest band reads partly as grain: add only what is still missing
-            missing = np.sqrt(np.maximum(level**2 - grain_level(out, skin) ** 2, 0.0))
+            missing = np.sqrt(np.maximum(level**2 - grain_level(out, core) ** 2, 0.0))
             noise = grain(skin.shape, missing, plate_px, seed) if missing.any() else None
     return finish(out)
 
