@@ -28,7 +28,7 @@ def job_document(scene: Any, blendfile: str, chunk_size: int) -> dict[str, Any]:
         "settings": {"frames": f"{scene.frame_start}-{scene.frame_end}", "chunk_size": chunk_size,
                      "render_output": bpy.path.abspath(scene.render.filepath),
                      "engine_python": "{facefusion_python}", "engine_root": "{facefusion_root}", "models_dir": "",
-                     "blendfile": blendfile},
+                     "consent_file": "", "blendfile": blendfile},
         "metadata": {"user.name": os.environ.get("USER") or os.environ.get("USERNAME") or ""},
     }
 

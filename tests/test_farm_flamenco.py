@@ -63,7 +63,7 @@ def test_engine_job_type_compiles_to_one_analysis_then_chunks_that_depend_on_it(
     settings = {"source_photos": "/studio/sh010/source", "plate": "/studio/sh010/plate.####.exr",
                 "output": "/studio/sh010/ff", "settings_file": "/studio/sh010/ff.json", "frames": "1-20, 30-34",
                 "chunk_size": 8, "engine_python": "{facefusion_python}", "engine_root": "{facefusion_root}",
-                "models_dir": "/studio/models"}
+                "models_dir": "/studio/models", "consent_file": "/studio/sh010/consent.json"}
     tasks = _compile(ENGINE_JOB, settings, tmp_path)["tasks"]
     assert [t["name"] for t in tasks] == ["analyse-shot", "render-1-8", "render-9-16", "render-17-20",
                                           "render-30-34"]
@@ -72,11 +72,11 @@ def test_engine_job_type_compiles_to_one_analysis_then_chunks_that_depend_on_it(
     (cmd,) = analyse["commands"]
     assert cmd["name"] == "exec" and cmd["parameters"]["exe"] == "{facefusion_python}"
     args = cmd["parameters"]["args"]
-    assert args[0] == "-c" and args[2] == "{facefusion_root}" and args[3] == "analyse"
+    assert args[0] == "-c" and args[2:5] == ["{facefusion_root}", "/studio/sh010/consent.json", "analyse"]
     assert args[args.index("--analysis") + 1] == "/studio/sh010/ff/face-fusion.analysis.npz"
     for t, frames in zip(renders, ["1-8", "9-16", "17-20", "30-34"], strict=True):
         a = t["commands"][0]["parameters"]["args"]
-        assert a[3] == "swap" and a[a.index("--frames") + 1] == frames
+        assert a[4] == "swap" and a[a.index("--frames") + 1] == frames
         assert a[a.index("--analysis") + 1] == "/studio/sh010/ff/face-fusion.analysis.npz"
         assert "--skip-existing" in a and a[a.index("--source") + 1] == "/studio/sh010/source"
         assert a[a.index("--models-dir") + 1] == "/studio/models"

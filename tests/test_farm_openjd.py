@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from engine import shots
-from tests.conftest import read, run_cli
+from tests.conftest import ROOT, read, run_cli
 from tests.farm_support import farm_shot
 
 FRAMES = 9
@@ -134,3 +134,23 @@ def test_a_path_mapping_rule_is_honoured(shot, single, tmp_path):
     assert sorted(n for n in os.listdir(out) if n.endswith(".exr")) == ["facefusion.0004.exr", "facefusion.0005.exr"]
     for f in (4, 5):
         _same(str(out / f"facefusion.{f:04d}.exr"), os.path.join(single["largest"], f"facefusion.{f:04d}.exr"))
+
+
+def test_a_bundle_whose_renders_would_stop_for_consent_is_refused(shot, tmp_path):
+    """Renders of an identity without a confirmation stop (issue 14): `farm openjd` checks the consent store the
+    workers will read (ConsentFile, on shared storage) before writing a job whose every chunk would fail."""
+    env = {k: v for k, v in os.environ.items() if k != "FACE_FUSION_CONSENT_ALL"}
+    store = str(tmp_path / "shot-consent.json")
+    base = [sys.executable, "-m", "engine", "farm", "openjd", "--source", shot["source"], "--target", shot["plate"],
+            "--output", str(tmp_path / "out"), "--bundle", str(tmp_path / "bundle"), "--consent-file", store]
+    r = subprocess.run(base, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "no consent is recorded" in r.stderr and store in r.stderr
+    assert not (tmp_path / "bundle" / "parameters.json").exists()
+    granted = subprocess.run([sys.executable, "-m", "engine", "consent", "grant", "--source",
+                              os.path.join(shot["source"], "astronaut.png"), "--note", "test: public-domain photo"],
+                             cwd=ROOT, env=dict(env, FACE_FUSION_CONSENT_FILE=store), capture_output=True, text=True,
+                             timeout=300)
+    assert granted.returncode == 0, granted.stderr
+    r = subprocess.run(base, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "bundle" / "parameters.json").read_text())["ConsentFile"] == store

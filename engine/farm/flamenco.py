@@ -45,7 +45,8 @@ def job_document(args: argparse.Namespace, settings_dir: str) -> dict[str, Any]:
         "settings": {"source_photos": v["SourcePhotos"], "plate": os.path.join(v["PlateFolder"], v["PlateName"]),
                      "output": v["OutputFolder"], "settings_file": v["SettingsFile"], "frames": frames,
                      "chunk_size": v["ChunkSize"], "engine_python": v["EnginePython"],
-                     "engine_root": v["EngineFolder"], "models_dir": args.models_dir or ""},
+                     "engine_root": v["EngineFolder"], "models_dir": args.models_dir or "",
+                     "consent_file": v["ConsentFile"]},
         "metadata": {"user.name": os.environ.get("USER") or os.environ.get("USERNAME") or ""},
     }
 

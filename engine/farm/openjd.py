@@ -44,6 +44,8 @@ def add_shot_options(p: argparse.ArgumentParser, python: str = sys.executable, r
     p.add_argument("--python", default=python, help=f"the engine's Python on the workers [{python}]")
     p.add_argument("--engine-folder", default=root, help=f"folder holding engine/ on the workers [{root}]")
     p.add_argument("--models-dir", default=None, help="models folder on the workers [this engine's]")
+    p.add_argument("--consent-file", default=None, metavar="FILE",
+                   help="the shot's consent store, on shared storage [$FACE_FUSION_CONSENT_FILE or this user's]")
 
 
 def shot_values(args: argparse.Namespace, settings_dir: str) -> dict[str, Any]:
@@ -58,7 +60,7 @@ def shot_values(args: argparse.Namespace, settings_dir: str) -> dict[str, Any]:
     if not os.path.isdir(source):
         raise EngineError(f"the source '{args.source}' is not a folder",
                           "put the photos of the new face in a folder of their own and pass that folder")
-    expand_sources([ImageInput(path=source)])  # refuses a folder without photos
+    consent_file = _consented(expand_sources([ImageInput(path=source)]), args.consent_file)
     if args.chunk_size < 1:
         raise EngineError(f"chunk size {args.chunk_size} is not a frame count", "pass --chunk-size 1 or more")
     plate_path = os.path.abspath(args.target)
@@ -84,7 +86,28 @@ def shot_values(args: argparse.Namespace, settings_dir: str) -> dict[str, Any]:
             "PlateName": os.path.basename(plate_path), "OutputFolder": output, "SettingsFile": settings,
             "FrameStart": first, "FrameEnd": last, "ChunkSize": args.chunk_size,
             "EnginePython": args.python, "EngineFolder": args.engine_folder,
-            "ModelsFolder": str(models_dir(args.models_dir).resolve())}
+            "ModelsFolder": str(models_dir(args.models_dir).resolve()), "ConsentFile": consent_file}
+
+
+def _consented(sources: list[Any], consent_file: str | None) -> str:
+    """The consent store the workers read, once it confirms the source identity: a job whose renders would all
+    stop on the farm is refused here."""
+    from engine import consent
+
+    path = os.path.abspath(consent_file) if consent_file else str(consent.store_path().resolve())
+    old = os.environ.get(consent.ENV_FILE)
+    os.environ[consent.ENV_FILE] = path
+    try:
+        consent.require(consent.identity_digest(sources))
+    except EngineError as exc:
+        raise EngineError(f"{exc.what} in the consent store {path} the farm job reads",
+                          f"with FACE_FUSION_CONSENT_FILE={path}: {exc.todo}") from exc
+    finally:
+        if old is None:
+            os.environ.pop(consent.ENV_FILE, None)
+        else:
+            os.environ[consent.ENV_FILE] = old
+    return path
 
 
 def write_bundle(args: argparse.Namespace) -> int:

@@ -26,6 +26,8 @@ const JOB_TYPE = {
           description: "Face Fusion engine folder on the workers" },
         { key: "models_dir", type: "string", default: "", visible: "submission",
           description: "Engine models folder on the workers (empty: the engine's default)" },
+        { key: "consent_file", type: "string", default: "", visible: "submission",
+          description: "The shot's consent store for the engine (empty: the workers' own)" },
         // Filled in by the Flamenco add-on:
         { key: "blendfile", type: "string", required: true, visible: "web", description: "The .blend to render" },
     ],
@@ -72,5 +74,11 @@ function engineEnvironment(s) {
     const cache = path.join(path.dirname(s.render_output), "face-fusion-analysis");
     const env = ["FACE_FUSION_CACHE_DIR", cache, "FACE_FUSION_ENGINE_PYTHON", s.engine_python,
                  "FACE_FUSION_ENGINE_ROOT", s.engine_root];
-    return s.models_dir ? env.concat(["FACE_FUSION_MODELS_DIR", s.models_dir]) : env;
+    const optional = [["FACE_FUSION_MODELS_DIR", s.models_dir], ["FACE_FUSION_CONSENT_FILE", s.consent_file]];
+    for (const pair of optional) {
+        if (pair[1]) {
+            env.push(pair[0], pair[1]);
+        }
+    }
+    return env;
 }

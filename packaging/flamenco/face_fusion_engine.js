@@ -30,6 +30,8 @@ const JOB_TYPE = {
           description: "Folder that holds the engine package on the workers" },
         { key: "models_dir", type: "string", default: "", visible: "submission",
           description: "The engine's models folder on the workers (empty: the engine's default)" },
+        { key: "consent_file", type: "string", subtype: "file_path", default: "", visible: "submission",
+          description: "The shot's consent store (empty: the workers' own); renders stop without a confirmation" },
     ],
 };
 
@@ -37,9 +39,11 @@ const JOB_TYPE = {
 // dedicated type here and in their flamenco-worker.yaml.
 const ENGINE_TASK_TYPE = "misc";
 const ANALYSIS_NAME = "face-fusion.analysis.npz";
-// `python -c BOOT ROOT args...`: puts ROOT (mapped per platform like any path argument) on sys.path, then runs
-// the engine's command line with the remaining arguments; no environment variable needed on the worker.
-const BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); from engine.cli import main; sys.exit(main())";
+// `python -c BOOT ROOT CONSENT args...`: puts ROOT on sys.path and, when CONSENT is not empty, points the engine at
+// that consent store, then runs the engine's command line with the remaining arguments. Both are whole arguments,
+// mapped per platform like any path; nothing needs setting up on the worker.
+const BOOT = "import os, sys; sys.path.insert(0, sys.argv.pop(1)); c = sys.argv.pop(1); " +
+    "os.environ.update({'FACE_FUSION_CONSENT_FILE': c} if c else {}); from engine.cli import main; sys.exit(main())";
 
 function compileJob(job) {
     const s = job.settings;
@@ -62,7 +66,8 @@ function compileJob(job) {
 }
 
 function engineCommand(s, args) {
-    return author.Command("exec", { exe: s.engine_python, args: ["-c", BOOT, s.engine_root].concat(args) });
+    return author.Command("exec", { exe: s.engine_python,
+                                    args: ["-c", BOOT, s.engine_root, s.consent_file || ""].concat(args) });
 }
 
 // "1-10, 20-30" -> ["1-8", "9-10", "20-27", "28-30"] for chunk size 8: chunks never span a gap, so each is one
