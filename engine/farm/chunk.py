@@ -82,7 +82,10 @@ class ChunkEngine(Engine):
         """Whether every finished frame of the chunk's range in the output folder came from this job."""
         if job.output_dir is None:
             return False
-        s = schema.validate(job.settings)
+        try:
+            s = schema.validate(job.settings)
+        except schema.SettingsError:
+            return False  # the render itself reports the bad setting
         want = {"facefusion:settings": schema.canonical_json(s), "facefusion:engine_version": __version__}
         first, last = job.frame_start, job.frame_end
         since = os.stat(self.analysis_path).st_mtime
