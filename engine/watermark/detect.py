@@ -16,7 +16,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from engine.watermark.read import Evidence, best_evidence
+from engine.watermark.read import SCALES, Evidence, best_evidence, scale_evidence
 
 MOVIE_EXT = (".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v")
 MAX_MOVIE_FRAMES = 48
@@ -31,7 +31,8 @@ class Finding:
     def as_dict(self) -> dict[str, Any]:
         p = self.evidence.payload() if self.evidence is not None else None
         out: dict[str, Any] = {"file": self.path, "present": p is not None, "faces": self.faces,
-                               "score": round(self.evidence.score, 3) if self.evidence is not None else 0.0}
+                               "score": round(self.evidence.score, 3) if self.evidence is not None else 0.0,
+                               "z": round(self.evidence.z, 2) if self.evidence is not None else 0.0}
         if p is not None:
             out.update(p.describe())
         return out
@@ -102,23 +103,31 @@ def detect_file(path: str, faces: FaceRegions) -> Finding:
         regions = regions or faces(u8)
         return _finding(path, [best_evidence(u8, regions)])
     if ext in MOVIE_EXT:
-        return _finding(path, [best_evidence(f, faces(f)) for f in movie_frames(path)])
+        return _movie_finding(path, [scale_evidence(f, faces(f)) for f in movie_frames(path)])
     u8 = image_pixels(path)
     return _finding(path, [best_evidence(u8, faces(u8))])
 
 
 def _finding(path: str, per_picture: list[list[Evidence]]) -> Finding:
-    """One picture: its best face. Several (a movie): the first face that decodes alone, else all pooled."""
+    """A picture: its best face (one that decodes, else the surest)."""
     found = [e for pic in per_picture for e in pic]
     if not found:
         return Finding(path, 0, None)
     alone = [e for e in found if e.payload() is not None]
-    if alone or len(per_picture) == 1:
-        return Finding(path, len(found), max(alone or found, key=lambda e: e.score))
-    pooled = found[0]
-    for e in found[1:]:
-        pooled = pooled + e
-    return Finding(path, len(found), pooled)
+    return Finding(path, len(found), max(alone or found, key=lambda e: e.z))
+
+
+def _movie_finding(path: str, frames: list[list[list[Evidence]]]) -> Finding:
+    """A movie: a face that decodes alone, else every face of every frame pooled, scale by scale (an encoder's
+    noise averages out over frames; the mark is the same on all of them)."""
+    faces = [tries for frame in frames for tries in frame]
+    if not faces:
+        return Finding(path, 0, None)
+    alone = [e for tries in faces for e in tries if e.payload() is not None]
+    if alone:
+        return Finding(path, len(faces), max(alone, key=lambda e: e.z))
+    pooled = [sum((tries[i] for tries in faces[1:]), faces[0][i]) for i in range(len(SCALES))]
+    return Finding(path, len(faces), max(pooled, key=lambda e: (e.payload() is not None, e.z)))
 
 
 def main(argv: list[str]) -> int:

@@ -11,8 +11,8 @@ from engine.watermark import payload as pl
 from engine.watermark.mark import CELL, OFFSETS, cell_means, luma, soft_bits
 
 SCALES = (1.0, 0.5)  # the frame as rendered, and resized to half
-MIN_SCORE = 0.4  # mean evidence per cell of a found mark (pristine 0.8-0.9, JPEG q85 0.6-0.7)
-MIN_CELLS = 120  # three cells per coded bit: below that an unmarked face scores as high as a marked one
+MIN_Z = 2.0  # mean |z| of the bits' evidence: unmarked faces ~0.8-1.1, a pristine mark ~3.5, pooled movies 3-8
+MIN_CELLS = 120  # three cells per coded bit: below that an unmarked face reads as well as a marked one
 
 
 @dataclass
@@ -34,8 +34,13 @@ class Evidence:
         n = float(self.counts.sum())
         return float(np.abs(self.best).sum() / n) if n else 0.0
 
+    @property
+    def z(self) -> float:
+        """Mean z-score of the decoded bits (an unmarked cell's cos has variance 1/2)."""
+        return float(np.mean(np.abs(self.best) / np.sqrt(0.5 * np.maximum(self.counts, 1.0))))
+
     def payload(self) -> pl.Payload | None:
-        if (self.counts == 0).any() or self.counts.sum() < MIN_CELLS or self.score < MIN_SCORE:
+        if (self.counts == 0).any() or self.counts.sum() < MIN_CELLS or self.z < MIN_Z:
             return None
         bits = [int(s < 0) for s in self.best]
         # a shift of half a lattice step reads every bit inverted with the same evidence: try both readings
@@ -62,11 +67,12 @@ def region_evidence(y: np.ndarray, region: np.ndarray, scale: float) -> Evidence
     return Evidence(*soft_bits(means, np.arange(y0, y1), np.arange(x0, x1), inside.astype(np.float64)))
 
 
+def scale_evidence(rgb_u8: np.ndarray, regions: list[np.ndarray]) -> list[list[Evidence]]:
+    """Per face region: its evidence at each of SCALES (a movie pools each scale over its frames)."""
+    y = luma(rgb_u8)
+    return [[region_evidence(y, region, s) for s in SCALES] for region in regions]
+
+
 def best_evidence(rgb_u8: np.ndarray, regions: list[np.ndarray]) -> list[Evidence]:
     """Per face region: the evidence at the scale that fits best (a payload found, else the surest bits)."""
-    y = luma(rgb_u8)
-    out = []
-    for region in regions:
-        tries = [region_evidence(y, region, s) for s in SCALES]
-        out.append(max(tries, key=lambda e: (e.payload() is not None, e.score)))
-    return out
+    return [max(tries, key=lambda e: (e.payload() is not None, e.z)) for tries in scale_evidence(rgb_u8, regions)]
