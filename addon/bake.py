@@ -333,25 +333,6 @@ def plan(target: targets.Target, frame_start: int | None = None, frame_end: int 
     return TargetBake(target, missing, folder, key, request, engine_frames=engine_missing, needed=needed)
 
 
-def forget_frames(target: targets.Target, frame_start: int, frame_end: int) -> int:
-    """Remove the files of the scene frames frame_start..frame_end from the target's current folder (the engine's
-    and Blender's copies), so the next bake makes them again; returns how many frames had a file."""
-    key = retarget.retarget(target)
-    if not key:
-        raise plates.PlateError(target.settings.last_error or "not ready")
-    removed = 0
-    for frame in target.needed(frame_start, frame_end):
-        found = False
-        for folder in {target.output_dir(key)[1], target.display_dir(key)[1]}:
-            path = os.path.join(folder, targets.output_name(frame))
-            if os.path.isfile(path):
-                os.remove(path)
-                found = True
-        removed += found
-    target.show_landed_frame()
-    return removed
-
-
 def record_coverage(item: TargetBake, final: bool = False) -> None:
     """Write the faces the engine reported since the last call to the strip's/node's coverage record; ``final``
     (the bake is over) also reads the range's frames made earlier from their files. Main thread only."""

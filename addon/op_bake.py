@@ -1,15 +1,16 @@
-"""The Bake operator. Follows Flamenco's pattern: ``execute()`` blocks (scripts, ``-b``, farms) and reports
-failure; ``invoke()`` + ``modal()`` keep the UI live with progress and Esc to cancel."""
+"""The Bake and Re-bake Range operators. Bake follows Flamenco's pattern: ``execute()`` blocks (scripts, ``-b``,
+farms) and reports failure; ``invoke()`` + ``modal()`` keep the UI live with progress and Esc to cancel."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import bpy
 
-from . import bake, bake_report, lookup, plates, session
+from . import bake, bake_report, lookup, plates, retarget, session
 from .op_common import OwnerOp, redraw_editors
-from .targets import Target
+from .targets import Target, output_name
 
 
 def frame_landed(item: bake.TargetBake, frame: int) -> None:
@@ -144,6 +145,25 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
         return self._reported(context, run)
 
 
+def forget_frames(target: Target, frame_start: int, frame_end: int) -> int:
+    """Remove the files of the scene frames frame_start..frame_end from the target's current folder (the engine's
+    and Blender's copies), so the next bake makes them again; returns how many frames had a file."""
+    key = retarget.retarget(target)
+    if not key:
+        raise plates.PlateError(target.settings.last_error or "not ready")
+    removed = 0
+    for frame in target.needed(frame_start, frame_end):
+        found = False
+        for folder in {target.output_dir(key)[1], target.display_dir(key)[1]}:
+            path = os.path.join(folder, output_name(frame))
+            if os.path.isfile(path):
+                os.remove(path)
+                found = True
+        removed += found
+    target.show_landed_frame()
+    return removed
+
+
 class FACEFUSION_OT_rebake(OwnerOp, bpy.types.Operator):
     """Make the frames of the strip's/node's frame range again (its own range, else the scene's)"""
 
@@ -160,7 +180,7 @@ class FACEFUSION_OT_rebake(OwnerOp, bpy.types.Operator):
         target = lookup.target_of(owner)
         start, end = target.bake_range()
         try:
-            removed = bake.forget_frames(target, start, end)
+            removed = forget_frames(target, start, end)
         except (plates.PlateError, OSError) as exc:
             self.report({"ERROR"}, f"Face Fusion {target.label}: {exc}")
             return {"CANCELLED"}
