@@ -75,8 +75,7 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
     box = col.box()
     box.label(text=f"Cache: {bpy.path.abspath(ff.cache_dir) if ff.cache_dir else 'not ready'}", icon="FILE_FOLDER")
     _draw_disk_use(box, ff.cache_key)
-    key, _error, media = retarget.current_key(target)
-    if key and media is not None and ff.cache_key and not retarget.is_pointed(target, key, media):
+    if ff.cache_key and _shows_elsewhere(target):
         box.label(text="Shows frames of older settings, plate, source or engine: Bake to re-point it", icon="ERROR")
     moving = cache_move.status()
     if moving:
@@ -110,6 +109,15 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
 
 FRAME_STATES = {"baked": ("baked", "CHECKMARK"), "making": ("not baked yet: being made", "TIME"),
                 "wanted": ("not baked yet: queued", "TIME"), "missing": ("not baked yet", "ERROR")}
+
+
+def _shows_elsewhere(target: Target) -> bool:
+    """Whether the strip/node shows another folder than its key's (the cache folder moved, the plate changed).
+    Its key is not worked out again here: that hashes packed source images, too slow for every redraw."""
+    try:
+        return not retarget.is_pointed(target, target.settings.cache_key, target.plate())
+    except (plates.PlateError, OSError, ValueError):
+        return False
 
 
 def _draw_disk_use(box: Any, key: str) -> None:
