@@ -7,6 +7,7 @@ Only argparse at import time: ``engine.cli`` imports this module for every comma
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -41,6 +42,7 @@ def swap_engine(args: argparse.Namespace, job: Any) -> Any:
 
 
 def analyse(args: argparse.Namespace, flags: dict[str, Any]) -> int:
+    from engine.errors import EngineError
     from engine.farm.chunk import load_settings_file
     from engine.farm.shot_file import header, write
     from engine.io.plates import Plate
@@ -48,6 +50,15 @@ def analyse(args: argparse.Namespace, flags: dict[str, Any]) -> int:
     from engine.pipeline import Engine, _checked_settings, _plate_input
     from engine.progress import ProgressPrinter
 
+    folder = os.path.dirname(os.path.abspath(args.analysis))
+    try:  # checked before minutes of analysis, not after
+        os.makedirs(folder, exist_ok=True)
+        writable = os.access(folder, os.W_OK | os.X_OK)
+    except OSError:
+        writable = False
+    if not writable:
+        raise EngineError(f"cannot write the shot analysis in '{folder}'",
+                          "choose a folder on the shared storage that you can write to")
     values = {**(load_settings_file(args.settings) if args.settings else {}), **flags}
     s = _checked_settings(values)
     plate = Plate(_plate_input(ImageInput(path=args.target), s))

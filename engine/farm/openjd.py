@@ -60,7 +60,7 @@ def shot_values(args: argparse.Namespace, settings_dir: str) -> dict[str, Any]:
     if not os.path.isdir(source):
         raise EngineError(f"the source '{args.source}' is not a folder",
                           "put the photos of the new face in a folder of their own and pass that folder")
-    consent_file = _consented(expand_sources([ImageInput(path=source)]), args.consent_file)
+    sources = expand_sources([ImageInput(path=source)])  # refuses a folder without photos
     if args.chunk_size < 1:
         raise EngineError(f"chunk size {args.chunk_size} is not a frame count", "pass --chunk-size 1 or more")
     plate_path = os.path.abspath(args.target)
@@ -74,6 +74,7 @@ def shot_values(args: argparse.Namespace, settings_dir: str) -> dict[str, Any]:
     if not lo <= first <= last <= hi:
         raise EngineError(f"frame range {first}-{last} is not inside the plate's frames {lo}-{hi}",
                           f"choose frames between {lo} and {hi}")
+    consent_file = _consented(sources, args.consent_file)
     if args.settings:
         settings = os.path.abspath(args.settings)
         load_settings_file(settings)  # refuses a bad file now
@@ -100,7 +101,8 @@ def _consented(sources: list[Any], consent_file: str | None) -> str:
     try:
         consent.require(consent.identity_digest(sources))
     except EngineError as exc:
-        raise EngineError(f"{exc.what} in the consent store {path} the farm job reads",
+        what = exc.what.replace(": nothing was rendered", "")
+        raise EngineError(f"{what} in the consent store {path} that the farm job's workers read",
                           f"with FACE_FUSION_CONSENT_FILE={path}: {exc.todo}") from exc
     finally:
         if old is None:
