@@ -20,6 +20,7 @@ def test_disk_use_and_removing_unused_folders(addon, scene, media, cache_dir):
     scene.frame_end = 2
     strip = face_fusion_shot(addon, scene, media)
     ff = strip.face_fusion
+    ff.matte_feather = 0.123  # settings of this test's own: no strip of another test's scene uses the folder
     scene.frame_start, scene.frame_end = 1, 2
     with bpy.context.temp_override(scene=scene):
         assert bpy.ops.facefusion.bake(strip_name=strip.name) == {"FINISHED"}
