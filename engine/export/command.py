@@ -39,6 +39,9 @@ def export_main(argv: list[str]) -> int:
     p.add_argument("--quality", type=int, default=95, help="JPEG quality [95]")
     p.add_argument("--crf", type=int, default=18, help="H.264 constant rate factor [18]")
     p.add_argument("--fps", type=float, default=25.0, help="movie frame rate [25]")
+    p.add_argument("--tune", choices=["grain", "film", "none"], default="grain",
+                   help="x264 tuning: grain keeps fine detail and the invisible watermark (files ~30 %% larger at "
+                        "CRF 23) [grain]")
     p.add_argument("--no-sign", action="store_true", help="write without a C2PA manifest")
     args = p.parse_args(argv)
     todo = _exrs(args.exr_dir, *parse_frames(args.frames))
@@ -59,7 +62,7 @@ def export_main(argv: list[str]) -> int:
     outs: list[str] = []
     try:
         if args.to.lower().endswith(".mp4"):
-            outs.append(fx.write_movie((picture(f, e) for f, e in todo), args.to, args.fps, args.crf))
+            outs.append(fx.write_movie((picture(f, e) for f, e in todo), args.to, args.fps, args.crf, args.tune))
         else:
             if len(todo) > 1 and "####" not in args.to:
                 raise EngineError("several frames need '####' in --to", "e.g. --to delivery/shot.####.png")
