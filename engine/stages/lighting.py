@@ -52,7 +52,6 @@ HIGHLIGHT_LIMIT = 0.22
 # 0.32 -> 1.58/2.26, 1.00, 0.098; 0.45 -> 1.51/2.26, 1.00, 0.102 (more of the source photo's broad light shows).
 SHAPE_SCALE = 0.32
 CHROMA_DETAIL = 0.3
-HIGHLIGHT_COLOUR = 0.5
 _WORK_SIGMA = 3.0  # the base's sigma in working pixels: the fill runs on a crop shrunk to about this
 _LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
 
@@ -223,9 +222,10 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
             shade = 0.5 * (shade + cv2.remap(shade.astype(np.float32), *mirror, cv2.INTER_LINEAR,
                                              borderMode=cv2.BORDER_REPLICATE))
         lum = lum + w * shade
-    # Colour detail is damped where the detail is dark or mid (stubble, lids, creases: pigment); a highlight keeps
-    # its colour (the light's, not the skin's), fully by a log luminance of HIGHLIGHT_COLOUR over the base.
-    keep = chroma_detail + (1.0 - chroma_detail) * np.clip(detail.mean(-1) / HIGHLIGHT_COLOUR, 0.0, 1.0)
+    # Colour detail is damped on skin (stubble, lids, creases, a photo's sheen); far beyond a sheen (log 1.0-1.4
+    # over the base, as in highlight_factor) is scene light a swap kept on purpose, and it keeps its colour. A
+    # photo's nose sheen kept its colour over a red-nosed plate as a purple spot (paul_rudd onto shea_whigham).
+    keep = chroma_detail + (1.0 - chroma_detail) * np.clip((detail.mean(-1) - 1.0) / 0.4, 0.0, 1.0)
     out = np.exp(log_base_t + lum[..., None] + keep[..., None] * colour) * highlight_factor(x, base_s)[..., None]
     if strength < 1.0:  # interpolate in log space: half strength is half the exposure change
         total = np.clip(out / np.maximum(x, 1e-6), 1.0 / _GAIN_LIMIT**2, _GAIN_LIMIT**2)
