@@ -25,11 +25,13 @@ def test_poisson_removes_a_known_exposure_step_exactly():
     _, c = pair("paul_rudd", "astronaut")
     plate = c["lin"]
     face = plate * np.float32([1.6, 1.4, 1.2])  # the same surface, lit differently: a pure step at the edge
-    out = blend.blend(face, plate, c["matte"], "poisson")
+    out = blend.blend(face, plate, c["matte"], "poisson", handoff=0.0)
     inside = c["matte"] > 0
-    # (the detail handoff at the edge carries the plate's detail onto the same surface: within float rounding and
-    # the log floor of the darkest pixels, measured 3.2e-3)
-    assert np.abs(out[inside] - plate[inside]).max() < 5e-3 * plate.max()
+    assert np.abs(out[inside] - plate[inside]).max() < 2e-3 * plate.max()
+    # the detail handoff at the edge carries the plate's detail onto the same surface: within float rounding and
+    # the log floor of the darkest pixels (measured 5.0e-3 at most, where the plate is darkest)
+    out = blend.blend(face, plate, c["matte"], "poisson")
+    assert np.abs(out[inside] - plate[inside]).max() < 1e-2 * plate.max()
 
 
 def test_poisson_and_multiband_remove_most_of_a_real_seam():

@@ -35,10 +35,11 @@ BAND_SCALE = 0.15
 # The detail handoff (detail_handoff): over this width (a fraction of the face size) inside the full matte, and
 # through the whole feather, the detail is the plate's. Detail: log intensity less its Gaussian of DETAIL_SIGMA of
 # the face size, at most DETAIL_MAX_PX (on a close-up the plate's skin texture, not its jaw's shape). Measured on
-# walkers 46-50 (12 faces): edge ratio 1.55 -> 1.07, identity to the source 0.622 -> 0.614; on Jolie onto Rudd
-# (2048 px crop) a sigma of 0.01 of the face size kept identity (0.684 -> 0.688), 0.02 cost 0.02.
+# walkers 46-50 (12 faces, the swap at 9e29cbb): edge ratio 1.70 without, 1.18 at sigma 0.04, 1.11 at 0.06 with
+# identity unchanged (to the source 0.601, closer 1.0); width 0.08 reached 1.05 but cost identity (closer 0.92).
+# On Jolie onto Rudd (2048 px crop) a sigma of 0.01 of the face size kept identity, 0.02 cost 0.02: the cap.
 HANDOFF = 0.04
-DETAIL_SIGMA = 0.04
+DETAIL_SIGMA = 0.06
 DETAIL_MAX_PX = 12.0
 DETAIL_CLIP = 0.2  # log units: the largest plate detail carried (skin texture is well below; hair edges above)
 HANDOFF_FROM = 0.99  # the matte value where the face's own detail starts to come back
