@@ -11,7 +11,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+
+from tests.conftest import ROOT
 
 
 def verify(log, *extra: str) -> subprocess.CompletedProcess:

@@ -12,7 +12,8 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT
+
+from tests.conftest import ROOT
 
 ATTRS = {"facefusion:engine_version": "0.1.0", "facefusion:source_identity": "ab" * 32, "facefusion:render_id":
          "0123456789abcdef", "facefusion:models": json.dumps({"geometric": "engine 0.1.0"}),

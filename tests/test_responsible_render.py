@@ -13,12 +13,12 @@ import sys
 import cv2
 import numpy as np
 import pytest
-from conftest import ROOT, read
-from shared_data import path as shared
-from watermark_support import unmarked_crops
 
 from engine import shots
 from engine.io import colour
+from tests.conftest import ROOT, read
+from tests.shared_data import path as shared
+from tests.watermark_support import unmarked_crops
 
 SOURCE = shared("photos", "paul_rudd.jpg")
 NOTE = "tests: Paul Rudd test photo of facenet-pytorch (MIT), used for engine tests only"

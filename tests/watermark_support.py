@@ -7,7 +7,8 @@ import os
 
 import cv2
 import numpy as np
-from shared_data import path as shared
+
+from tests.shared_data import path as shared
 
 
 def unmarked_crops(per_photo: int = 24, movie_frames: int = 80, seed: int = 14) -> list[np.ndarray]:
