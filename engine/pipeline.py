@@ -30,7 +30,7 @@ from engine.io import colour
 from engine.io.plates import Plate
 from engine.job import EventSink, ImageInput, SwapJob, frames_text
 from engine.outputs import output_name, sweep_partials
-from engine.provenance import Provenance, neural_models
+from engine.provenance import Provenance, mark_preview, neural_models
 from engine.records import JobContext, PendingFrame, PreviewResult
 from engine.selection import select_faces
 from engine.sources import SourceTexture, analyse_sources, landmarks_keeping_mesh, photo_detectors
@@ -304,7 +304,7 @@ class Engine:
             selected, stats = self._select(ctx, [frame])
             (p,) = self._with_confidence(selected, self._swap_chunk(ctx, selected, [frame]))
             window = ColourWindow(ctx, selected, stats)
-            layers, rgba = composite_frame(ctx, p, window.matched(p))
+            layers, rgba = mark_preview(ctx, p, *composite_frame(ctx, p, window.matched(p)))
         finally:
             plate.close()
         return PreviewResult(rgba, layers.mattes, len(p.faces), warnings + p.warnings)

@@ -54,6 +54,31 @@ def neural_models(s: Any) -> set[str]:
     return {m for m in job_models(s) if registry.is_neural(m)}
 
 
+def render_id(ctx: JobContext) -> str:
+    """What the pixels depend on: not how they are packed (face layer or composite) nor the mark itself, so a
+    face-layer render and a composite render of one shot carry the same mark and Alpha Over still matches."""
+    pixels = {k: v for k, v in schema.normalise(ctx.settings).items() if k not in ("output_mode", "watermark")}
+    plate_name = os.path.basename(ctx.plate.describe().rstrip("/"))
+    return wm_payload.render_id(schema.canonical_json(pixels), ctx.identity.digest, plate_name, __version__)
+
+
+def mark_preview(ctx: JobContext, p: PendingFrame, layers: FrameLayers, rgba: Any) -> tuple[FrameLayers, Any]:
+    """A preview carries the mark its render would write, so preview and baked frame are the same pixels. Nothing
+    is recorded: a preview writes no file and no audit line."""
+    if not (ctx.settings.watermark or policy.watermark_locked()):
+        return layers, rgba
+    return _marked(ctx, p, layers, rgba, wm_payload.payload_for(ctx.identity.digest, render_id(ctx)))
+
+
+def _marked(ctx: JobContext, p: PendingFrame, layers: FrameLayers, rgba: Any, payload: wm_payload.Payload | None
+            ) -> tuple[FrameLayers, Any]:
+    """The frame's layers and RGBA with the invisible watermark in the face layer (and so in the composite)."""
+    if payload is None or not p.faces:
+        return layers, rgba
+    mark_face_layer(layers.face, p.plate, p.gamut, wm_payload.encode(payload))
+    return layers, composite(p.plate, layers) if ctx.settings.output_mode == "composite" else layers.face
+
+
 class Provenance:
     def __init__(self, ctx: JobContext, models_dir: str | None) -> None:
         self.ctx = ctx
@@ -71,12 +96,7 @@ class Provenance:
         every EXR of the render carries (a log rewritten or cut short no longer matches the frames)."""
         ctx = self.ctx
         s = ctx.settings
-        # what the pixels depend on: not how they are packed (face layer or composite) nor the mark itself, so a
-        # face-layer render and a composite render of one shot carry the same mark and Alpha Over still matches
-        pixels = {k: v for k, v in schema.normalise(s).items() if k not in ("output_mode", "watermark")}
-        settings_json = schema.canonical_json(pixels)
-        plate_name = os.path.basename(ctx.plate.describe().rstrip("/"))
-        self.render_id = wm_payload.render_id(settings_json, ctx.identity.digest, plate_name, __version__)
+        self.render_id = render_id(ctx)
         locked = policy.watermark_locked()
         on = s.watermark or locked
         self.payload = wm_payload.payload_for(ctx.identity.digest, self.render_id) if on else None
@@ -102,10 +122,7 @@ class Provenance:
 
     def mark(self, p: PendingFrame, layers: FrameLayers, rgba: Any) -> tuple[FrameLayers, Any]:
         """The frame's layers and RGBA with the invisible watermark in the face layer (and so in the composite)."""
-        if self.payload is None or not p.faces:
-            return layers, rgba
-        mark_face_layer(layers.face, p.plate, p.gamut, wm_payload.encode(self.payload))
-        return layers, composite(p.plate, layers) if self.ctx.settings.output_mode == "composite" else layers.face
+        return _marked(self.ctx, p, layers, rgba, self.payload)
 
     def hash_of(self, model_id: str) -> str:
         if model_id not in self._hashes:

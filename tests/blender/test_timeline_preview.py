@@ -83,9 +83,7 @@ def test_the_latest_frame_wins_over_one_being_made(addon, scene, long_media, cac
 @pytest.mark.parametrize("change", [None, ("colour_strength", 0.5)])
 def test_preview_equals_the_baked_frame(addon, scene, media, cache_dir, tmp_path, change):
     strip = face_fusion_shot(addon, scene, media)
-    # The engine marks written frames only (issue 14's invisible watermark, up to 0.017 inside the face): the preview
-    # is compared with the mark off. (Engine side, open: mark the preview too, or say it is unmarked.)
-    strip.face_fusion.watermark = False
+    # at the default settings, so with the invisible watermark (issue 14): the preview carries the baked frame's mark
     if change:
         strip.face_fusion.colour_match = "gain_reinhard"
         setattr(strip.face_fusion, *change)
