@@ -54,7 +54,7 @@ def measure(target709: np.ndarray, lm68: np.ndarray, size: int, m: np.ndarray, e
         detail = plate_detail(target709, region, plate_px(m))
         if plate_lin is not None:
             loss = resample_loss(plate_lin, m, size, region)
-            detail = PlateDetail(detail.energy / loss, detail.grain)
+            detail = PlateDetail(detail.energy / loss, detail.grain, loss)
     return PlateMeasures(tone, detail), skin, region
 
 

@@ -112,13 +112,15 @@ class PlateDetail:
 
     energy: float
     grain: np.ndarray  # (3,) sRGB-encoded sigma
+    loss: float = 1.0  # share of the plate's finest detail that the crop's cut and paste back keep
 
     @staticmethod
     def pooled(items: list[PlateDetail]) -> PlateDetail:
         if not items:
             raise ValueError("pooled() needs at least one PlateDetail; measure the plate with plate_detail()")
         return PlateDetail(float(np.mean([i.energy for i in items])),
-                           np.sqrt(np.mean([i.grain**2 for i in items], axis=0)).astype(np.float32))
+                           np.sqrt(np.mean([i.grain**2 for i in items], axis=0)).astype(np.float32),
+                           float(np.mean([i.loss for i in items])))
 
 
 def plate_detail(plate: np.ndarray, skin: np.ndarray, plate_px: float = 1.0) -> PlateDetail:
