@@ -38,8 +38,10 @@ BAND_SCALE = 0.15
 # walkers 46-50 (12 faces, the swap at 9e29cbb): edge ratio 1.70 without, 1.18 at sigma 0.04, 1.11 at 0.06 with
 # identity unchanged (to the source 0.601, closer 1.0); width 0.08 reached 1.05 but cost identity (closer 0.92).
 # On Jolie onto Rudd (2048 px crop) a sigma of 0.01 of the face size kept identity, 0.02 cost 0.02: the cap.
+# Kept at 0.04: at 0.06 the astronaut on a 300 px face of t1 (tests/test_engine_swap.py) came out closer to the
+# original than to the source (0.5827 vs 0.5823); identity comes before the last 0.07 of edge ratio.
 HANDOFF = 0.04
-DETAIL_SIGMA = 0.06
+DETAIL_SIGMA = 0.04
 DETAIL_MAX_PX = 12.0
 DETAIL_CLIP = 0.2  # log units: the largest plate detail carried (skin texture is well below; hair edges above)
 HANDOFF_FROM = 0.99  # the matte value where the face's own detail starts to come back
