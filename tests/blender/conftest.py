@@ -32,6 +32,35 @@ os.environ.setdefault("FACE_FUSION_ENGINE_PYTHON", ENGINE_PYTHON)
 os.environ.setdefault("FACE_FUSION_ENGINE_ROOT", ROOT)
 
 
+_SESSION_STATUS: list[int] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _SESSION_STATUS.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The runner's own exit on bpy 4.2 (issue 11, item 15; bench/RELIABILITY.md): bpy 4.2 tears down only when
+    the ``bpy`` module is freed during finalisation, and anything a test left with Blender's C side (a timer, a
+    handler, a class of a test's own) keeps it alive, so about one run in nine the runner segfaulted after every
+    test had passed and been reported. Everything is reported by now: the runner ends with pytest's own status,
+    after flushing and removing Blender's session temp folder, as ``addon/at_exit.end_process`` does for renders.
+    5.0 finalises cleanly and exits the normal way."""
+    if not HAVE_BPY or not _SESSION_STATUS:
+        return
+    import bpy
+
+    if bpy.app.version >= (5, 0, 0):
+        return
+    tempdir = bpy.app.tempdir
+    if tempdir and os.path.basename(os.path.normpath(tempdir)).startswith("blender_"):
+        shutil.rmtree(tempdir, ignore_errors=True)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(_SESSION_STATUS[-1])
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "blender: needs the real bpy module (runs in a Blender venv)")
     # Engine jobs append to an audit log; keep the tests' entries out of the user's own log.
