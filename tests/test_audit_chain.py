@@ -20,13 +20,13 @@ def verify(log, *extra: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-def write_renders(log, n: int) -> None:
+def write_renders(log, n: int, tag: str = "r") -> None:
     """n renders as the engine logs them: a start line and a closing line naming it."""
     from engine import audit
 
     os.environ["FACE_FUSION_AUDIT_LOG"] = str(log)
     for i in range(n):
-        start, problem = audit.append({"job": "render-start", "render_id": f"r{i}"})
+        start, problem = audit.append({"job": "render-start", "render_id": f"{tag}{i}"})
         assert problem is None
         assert audit.record({"job": "render", "outcome": "done", "start": start}) is None
 
@@ -91,8 +91,10 @@ def test_a_rewritten_chain_no_longer_matches_the_frames(log, tmp_path):
     write_exr(str(frames / "facefusion.0001.exr"), np.zeros((4, 4, 4), np.float32), {}, interop_id="lin_rec709_scene",
               attributes={"facefusion:audit_line": first_start})
     assert verify(log, "--frames", str(frames)).returncode == 0
-    log.unlink()  # the whole log rewritten from scratch: a valid chain, but not the one the frames were made under
-    write_renders(log, 1)
+    # the whole log rewritten from scratch: a valid chain, but not the one the frames were made under (its own
+    # content: the same lines written within the same second would be the same chain, hashes and all)
+    log.unlink()
+    write_renders(log, 1, tag="forged")
     assert audit.audit_path() == log
     r = verify(log, "--frames", str(frames))
     assert r.returncode == 1 and "line 3: missing: facefusion.0001.exr was rendered under audit line" in r.stdout
