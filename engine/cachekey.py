@@ -16,20 +16,12 @@ from typing import Any
 
 from . import __version__
 from . import settings as settings_schema
-from .frame_pattern import sequence_files
+from .frame_pattern import stat_rows
 
 
 def file_identity(path: str) -> dict[str, Any]:
     """Cheap identity of a media file or sequence: resolved path(s), sizes and modification times."""
-    frames = sequence_files(path)
-    files = [path] if frames is None else [frames[f] for f in sorted(frames)]
-    ident = []
-    for f in files:
-        try:
-            st = os.stat(f)
-            ident.append([os.path.abspath(f), st.st_size, st.st_mtime_ns])
-        except OSError:
-            ident.append([os.path.abspath(f), -1, -1])
+    ident = stat_rows(path, os.path.abspath, lambda st: st.st_mtime_ns)
     return {"pattern": os.path.abspath(path), "files": ident}
 
 

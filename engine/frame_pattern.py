@@ -7,7 +7,10 @@ reader finds its frames with it, so both always see the same files.
 from __future__ import annotations
 
 import glob
+import os
 import re
+from collections.abc import Callable
+from typing import Any
 
 _HASHES = re.compile(r"#+")
 _PRINTF = re.compile(r"%0?(\d*)d")
@@ -36,3 +39,19 @@ def sequence_files(path: str) -> dict[int, str] | None:
         if m:
             files[int(m.group(1))] = f
     return files
+
+
+def stat_rows(path: str, name: Callable[[str], str], mtime: Callable[[os.stat_result], int]) -> list[list[Any]]:
+    """[name(file), size, mtime(stat)] per file of a media file or frame sequence, [name, -1, -1] for a file that
+    cannot be read: the cheap identity the cache key (absolute paths, ns) and farm shot files (names, seconds)
+    both take."""
+    frames = sequence_files(path)
+    files = [path] if frames is None else [frames[f] for f in sorted(frames)]
+    rows: list[list[Any]] = []
+    for f in files:
+        try:
+            st = os.stat(f)
+            rows.append([name(f), st.st_size, mtime(st)])
+        except OSError:
+            rows.append([name(f), -1, -1])
+    return rows

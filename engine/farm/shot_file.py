@@ -20,7 +20,7 @@ from engine.analysis.models import analysis_settings
 from engine.analysis.record import FORMAT
 from engine.analysis.stats import TRACK_STATISTICS
 from engine.errors import EngineError
-from engine.frame_pattern import sequence_files
+from engine.frame_pattern import stat_rows
 from engine.io.plates import Plate
 
 KIND = "face-fusion shot analysis"
@@ -31,16 +31,7 @@ REDO = "run the shot's analysis task again (python -m engine analyse --target PL
 def plate_identity(path: str) -> list[list[Any]]:
     """[name, size, mtime in whole seconds] per plate file; names relative to the plate's folder (the mount point
     differs between workers, whole seconds survive every file system the shared storage may use)."""
-    frames = sequence_files(path)
-    files = [path] if frames is None else [frames[f] for f in sorted(frames)]
-    out = []
-    for f in files:
-        try:
-            st = os.stat(f)
-            out.append([os.path.basename(f), st.st_size, int(st.st_mtime)])
-        except OSError:
-            out.append([os.path.basename(f), -1, -1])
-    return out
+    return stat_rows(path, os.path.basename, lambda st: int(st.st_mtime))
 
 
 def header(plate: Plate, s: Any, file_path: str) -> dict[str, Any]:
