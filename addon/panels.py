@@ -108,7 +108,8 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
 
 
 FRAME_STATES = {"baked": ("baked", "CHECKMARK"), "making": ("not baked yet: being made", "TIME"),
-                "wanted": ("not baked yet: queued", "TIME"), "missing": ("not baked yet", "ERROR")}
+                "wanted": ("not baked yet: queued", "TIME"), "missing": ("not baked yet", "ERROR"),
+                "starting": ("not baked yet: starting engine…", "TIME")}
 
 
 def _shows_elsewhere(target: Target) -> bool:

@@ -114,10 +114,9 @@ class PythonChoice:
         return f"no usable engine Python ({refused}): run Set up Engine, or set Engine Python to the engine's own"
 
 
-def engine_python_choice(prefs: Any = None) -> PythonChoice:
-    """The engine's Python: the preference when set (only it: a wrong one is reported, never replaced), else the
-    first of $FACE_FUSION_ENGINE_PYTHON, the environment *Set up Engine* made and the project's ``.venv`` next to
-    the engine sources that can run the engine."""
+def python_candidates(prefs: Any = None) -> list[tuple[str, str]]:
+    """[(absolute Python path, its engine sources)] in the order ``engine_python_choice`` tries them, without
+    running any. Reads bpy: main thread (the probe, which may take seconds, can then run on another)."""
     explicit = getattr(prefs, "engine_python", "")
     if explicit:
         candidates = [explicit]
@@ -126,19 +125,34 @@ def engine_python_choice(prefs: Any = None) -> PythonChoice:
         candidates = [os.environ.get(ENV_PYTHON, ""), venv_python(managed_env_dir())]
         if root:
             candidates.append(venv_python(os.path.join(root, ".venv")))
-    choice = PythonChoice("")
+    found = []
     for candidate in candidates:
         if not candidate:
             continue
         path = os.path.abspath(bpy.path.abspath(candidate))
         if not explicit and not os.path.isfile(path):  # an environment that was never made is not an error
             continue
-        why = probe(path, find_engine_root(prefs, path))
+        found.append((path, find_engine_root(prefs, path)))
+    return found
+
+
+def choose_python(candidates: list[tuple[str, str]]) -> PythonChoice:
+    """The first candidate that can run the engine (probed: may take seconds once). No bpy: any thread."""
+    choice = PythonChoice("")
+    for path, root in candidates:
+        why = probe(path, root)
         if not why:
             choice.path = path
             return choice
         choice.rejected.append((path, why))
     return choice
+
+
+def engine_python_choice(prefs: Any = None) -> PythonChoice:
+    """The engine's Python: the preference when set (only it: a wrong one is reported, never replaced), else the
+    first of $FACE_FUSION_ENGINE_PYTHON, the environment *Set up Engine* made and the project's ``.venv`` next to
+    the engine sources that can run the engine."""
+    return choose_python(python_candidates(prefs))
 
 
 def find_engine_python(prefs: Any = None) -> str:
