@@ -5,16 +5,22 @@ who, when, the hash and a note. A render of an identity without a confirmation s
 Store: JSON at $FACE_FUSION_CONSENT_FILE, else ``consent.json`` in the per-user data folder (a project or a farm
 points the variable at the file saved with the shot). $FACE_FUSION_CONSENT_ALL="<note>" confirms every identity a
 process renders (tests, a supervised batch); each render records it in the audit log; a studio policy can forbid it.
+A job may also carry confirmations with it (``given``: those the Blender add-on saved in the .blend, so a headless
+render on a machine with an empty store works); they hold for that job only and are never stored, and a
+revocation in this machine's store beats them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime
 import fcntl
 import getpass
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +31,25 @@ from engine.models.catalogue import default_models_dir
 
 ENV_FILE = "FACE_FUSION_CONSENT_FILE"
 ENV_ALL = "FACE_FUSION_CONSENT_ALL"
+BY_FILE = "the .blend file"
+
+# The confirmations the running job carries (None: a job that carries none, e.g. the command line). A context
+# variable: every server worker thread runs its own job.
+_GIVEN: contextvars.ContextVar[dict[str, dict[str, Any]] | None] = contextvars.ContextVar("consent_given",
+                                                                                           default=None)
+
+
+@contextlib.contextmanager
+def given(records: list[dict[str, Any]] | None) -> Iterator[None]:
+    """Within this block, ``lookup`` also accepts ``records`` (identity, who, when, note each); None: no change."""
+    if records is None:
+        yield
+        return
+    token = _GIVEN.set({r["identity"]: r for r in records if isinstance(r, dict) and r.get("identity")})
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
 
 
 def store_path() -> Path:
@@ -102,18 +127,32 @@ def lookup(identity: str) -> dict[str, Any] | None:
     entry = _read(store_path()).get(identity)
     if isinstance(entry, dict) and "revoked" not in entry:
         return {**entry, "by": "store"}
+    carried = (_GIVEN.get() or {}).get(identity)
+    if carried is not None and not (isinstance(entry, dict) and "revoked" in entry):
+        return {k: str(carried.get(k, "")) for k in ("identity", "who", "when", "note")} | {"by": BY_FILE}
     blanket = os.environ.get(ENV_ALL, "").strip()
     if blanket and not policy.blanket_consent_forbidden():
         return {"identity": identity, "who": _who(), "when": _now(), "note": blanket, "by": f"${ENV_ALL}"}
     return None
 
 
+def revocation(identity: str) -> dict[str, Any] | None:
+    """{who, when} of the identity's revocation in the store, or None."""
+    entry = _read(store_path()).get(identity)
+    return entry.get("revoked") if isinstance(entry, dict) else None
+
+
 def require(identity: str) -> dict[str, Any]:
     entry = lookup(identity)
     if entry is None:
-        revoked = _read(store_path()).get(identity, {}).get("revoked")
+        revoked = revocation(identity)
         why = f"consent for source identity {identity[:12]} was revoked on {revoked['when']}" if revoked else \
             f"no consent is recorded for source identity {identity[:12]}"
+        if _GIVEN.get() is not None:  # a job from Blender: the confirmation is given there and saved with the .blend
+            raise EngineError(f"{why}: nothing was rendered",
+                              "confirm that you have the right to use this likeness in Blender (Bake or Preview "
+                              "asks for it; a headless render reads the confirmation saved with the .blend: open "
+                              "it in Blender, confirm, save)")
         raise EngineError(f"{why}: nothing was rendered",
                           "confirm that you have the right to use this likeness for this work: python -m engine "
                           "consent grant --source PHOTO... --note 'whose face, which release, which work' "

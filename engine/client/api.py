@@ -7,9 +7,10 @@ from typing import Any
 from .jobs import JobRequests
 from .process import EngineProcess
 from .requests import Requests
+from .responsible import ResponsibleRequests
 
 
-class EngineClient(EngineProcess, Requests, JobRequests):
+class EngineClient(EngineProcess, Requests, ResponsibleRequests, JobRequests):
     """A connection to one engine. Make it with ``start`` or ``connect``."""
 
     def __enter__(self) -> EngineClient:

@@ -28,6 +28,11 @@ class ImageRef:
 
 
 
+def _carried(consent: list[dict[str, str]] | None) -> dict[str, Any]:
+    """The request field of the consent records a job carries (issue 14: those saved with a .blend)."""
+    return {} if consent is None else {"consent": [dict(r) for r in consent]}
+
+
 class JobRequests(ClientState):
     """Submitting jobs, the slots their pixels travel in, and building each kind's result."""
 
@@ -167,7 +172,7 @@ class JobRequests(ClientState):
 
     def render(self, plate: Any, sources: list[Any], output_dir: str, settings: dict[str, Any] | None = None,
                frame_start: int | None = None, frame_end: int | None = None, *, skip_existing: bool = False,
-               file_prefix: str = "facefusion") -> JobHandle:
+               file_prefix: str = "facefusion", consent: list[dict[str, str]] | None = None) -> JobHandle:
         """Render frames of ``plate`` into one EXR per frame in ``output_dir`` (must be under an allowed
         output root of the engine). Events: see ``protocol.EVENT_TYPES``; the last is done, error or cancelled."""
         # Absolute, but ".." left for the engine to resolve with the symlinks: collapsing it as text (abspath)
@@ -176,15 +181,15 @@ class JobRequests(ClientState):
         job = self._submit_job("render", lambda held: {
             **self._images(plate, sources, held), "output_dir": out, "settings": dict(settings or {}),
             "frame_start": frame_start, "frame_end": frame_end, "skip_existing": skip_existing,
-            "file_prefix": file_prefix})
+            "file_prefix": file_prefix, **_carried(consent)})
         job.output_dir = os.path.realpath(out)
         return job
 
     def preview(self, plate: Any, sources: list[Any], frame: int, settings: dict[str, Any] | None = None,
-                *, copy: bool = True) -> JobHandle:
+                *, copy: bool = True, consent: list[dict[str, str]] | None = None) -> JobHandle:
         """One frame swapped, back as pixels (no file). ``job.wait()`` → PreviewFrame."""
         return self._submit_job("preview", lambda held: {**self._images(plate, sources, held), "frame": int(frame),
-                                                      "settings": dict(settings or {})}, copy)
+                                                      "settings": dict(settings or {}), **_carried(consent)}, copy)
 
     def analyse(self, plate: Any, frame: int, settings: dict[str, Any] | None = None) -> JobHandle:
         """The faces in one frame. ``job.wait()`` → [{"index", "box", "landmarks", "embedding", "thumbnail"}]."""

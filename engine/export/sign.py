@@ -36,6 +36,22 @@ def manifest(attrs: dict[str, str], title: str, frames: list[int]) -> dict[str, 
             return attrs.get(key)
     agent = {"name": "Face Fusion engine", "version": attrs.get("facefusion:engine_version", __version__)}
     dst = source_type(attrs)
+    step = {"action": "c2pa.converted", "softwareAgent": agent,
+            "description": "exported from scene-linear OpenEXR to 8-bit sRGB"}
+    return definition(title, dst, agent, step, {
+        "digital_source_type": dst,
+        "engine_version": attrs.get("facefusion:engine_version", ""),
+        "models": parsed("facefusion:models"), "source_identity": attrs.get("facefusion:source_identity", ""),
+        "render_id": attrs.get("facefusion:render_id", ""), "watermark": parsed("facefusion:watermark"),
+        "audit_line": attrs.get("facefusion:audit_line", ""), "consent": parsed("facefusion:consent"),
+        "settings": parsed("facefusion:settings"), "plate": attrs.get("facefusion:plate", ""),
+        "frames": f"{frames[0]}-{frames[-1]}" if frames else ""})  # a list would be stored as bytes
+
+
+def definition(title: str, dst: str, agent: dict[str, str], step: dict[str, Any], provenance: dict[str, Any]
+               ) -> dict[str, Any]:
+    """A manifest definition: the face created by Face Fusion (source type ``dst``), then ``step`` (what made the
+    file from our frames), and our provenance assertion."""
     return {
         "claim_generator_info": [agent],
         "title": title,
@@ -43,17 +59,9 @@ def manifest(attrs: dict[str, str], title: str, frames: list[int]) -> dict[str, 
             {"label": "c2pa.actions.v2", "data": {"actions": [
                 {"action": "c2pa.created", "digitalSourceType": dst, "softwareAgent": agent,
                  "description": "face replaced by Face Fusion (synthetic face composited over a plate)"},
-                {"action": "c2pa.converted", "softwareAgent": agent,
-                 "description": "exported from scene-linear OpenEXR to 8-bit sRGB"},
+                step,
             ]}},
-            {"label": "org.facefusion.provenance", "data": {
-                "digital_source_type": dst,
-                "engine_version": attrs.get("facefusion:engine_version", ""),
-                "models": parsed("facefusion:models"), "source_identity": attrs.get("facefusion:source_identity", ""),
-                "render_id": attrs.get("facefusion:render_id", ""), "watermark": parsed("facefusion:watermark"),
-                "audit_line": attrs.get("facefusion:audit_line", ""), "consent": parsed("facefusion:consent"),
-                "settings": parsed("facefusion:settings"), "plate": attrs.get("facefusion:plate", ""),
-                "frames": f"{frames[0]}-{frames[-1]}" if frames else ""}},  # a list would be stored as bytes
+            {"label": "org.facefusion.provenance", "data": provenance},
         ],
     }
 

@@ -22,6 +22,7 @@ from .messages import (
     str_field,
     type_name,
 )
+from .responsible import consent_records, parse_consent, parse_sign
 
 FRAME_MIN, FRAME_MAX = -(1 << 31), 1 << 31
 MAX_FRAMES_PER_JOB = 1_000_000  # 11.5 hours at 24 fps: far above any shot, far below what would exhaust memory
@@ -47,7 +48,7 @@ class JobKind:
     runner: str  # function name in engine/server/jobs.py
     build_result: Callable[[dict[str, Any], Layers], Any]  # (terminal "done" event, layers) -> wait()'s value
     lane: str = "interactive"  # "render": the render workers; "interactive": never waits behind a bake
-    image: str = "plate"  # the request field holding the main image (sources, where given, are in "sources")
+    image: str = "plate"  # the request field holding the main image ("": none; sources, where given, are in "sources")
     settings: bool = True  # takes engine settings (validated against the schema)
     writes_files: bool = False  # has an output_dir, which must lie under an allowed output root
     pixels_back: bool = True  # the result carries pixels: the client may offer an out_slot for them
@@ -100,13 +101,14 @@ def _parse_render(msg: dict[str, Any]) -> dict[str, Any]:
         raise ProtocolError(f"file_prefix {prefix!r} must be 1-64 letters, digits, '.', '_' or '-', "
                             "not starting with '.' or '-'")
     out["file_prefix"] = prefix
+    out["consent"] = consent_records(msg)  # issue 14: the confirmations saved with the .blend
     return out
 
 
 def _parse_frame_job(msg: dict[str, Any], sources_required: bool) -> dict[str, Any]:
     return {"plate": check_image(msg.get("plate"), "plate"), "sources": _sources(msg, sources_required),
             "settings": _settings(msg), "frame": int_field(msg, "frame", lo=FRAME_MIN, hi=FRAME_MAX),
-            "out_slot": _out_slot(msg)}
+            "out_slot": _out_slot(msg), "consent": consent_records(msg)}
 
 
 def _parse_echo(msg: dict[str, Any]) -> dict[str, Any]:
@@ -137,10 +139,19 @@ def _analyse_result(ev: dict[str, Any], layers: Layers) -> list[dict[str, Any]]:
     return faces
 
 
+def _fields_result(ev: dict[str, Any], _layers: Layers) -> dict[str, Any]:
+    return dict(ev.get("result") or {})
+
+
 JOB_KINDS: dict[str, JobKind] = {k.name: k for k in (
     JobKind("render", _parse_render, "run_render", lambda ev, _layers: ev, lane="render", writes_files=True,
             pixels_back=False),
     JobKind("preview", lambda m: _parse_frame_job(m, True), "run_preview", _preview_result),
     JobKind("analyse", lambda m: _parse_frame_job(m, False), "run_analyse", _analyse_result),
     JobKind("echo", _parse_echo, "run_echo", lambda _ev, layers: layers["rgba"], image="image", settings=False),
+    # Responsible use (issue 14): no main image; results are JSON fields. "sign" writes into Blender's output folder.
+    JobKind("consent", lambda m: parse_consent(m, _sources(m, True)), "run_consent", _fields_result, image="",
+            settings=False, pixels_back=False),
+    JobKind("sign", parse_sign, "run_sign", _fields_result, image="", settings=False, writes_files=True,
+            pixels_back=False),
 )}

@@ -196,6 +196,13 @@ def run_echo(engines: EngineHolder, req: dict[str, Any], image: ImageInput, sour
     return JobOutput(layers=[Layer("rgba", image.pixels)])
 
 
+# Responsible use (issue 14): the consent and sign kinds' runners, and render/preview with the consent a request
+# carries (a preview, like a render, shows no face of an identity without a confirmation).
+from .responsible_jobs import carrying_consent, run_consent, run_sign  # noqa: E402, F401
+
+run_render = carrying_consent(run_render)
+run_preview = carrying_consent(run_preview, check=True)
+
 # Refuse to load when the table of job kinds names a runner this module lacks.
 _missing = [k.runner for k in protocol.JOB_KINDS.values() if not callable(globals().get(k.runner))]
 if _missing:

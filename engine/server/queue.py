@@ -71,7 +71,8 @@ class JobQueue(ClientSlots):
         with self.lock:
             job = Job(next(self._job_ids), kind.name, client, req)
             try:
-                job.inputs[kind.image] = self._claim_image(client, job.id, req[kind.image])
+                if kind.image:  # the responsible-use kinds (consent, sign) have no main image
+                    job.inputs[kind.image] = self._claim_image(client, job.id, req[kind.image])
                 job.inputs["sources"] = [self._claim_image(client, job.id, s) for s in req.get("sources", [])]
                 if kind.pixels_back and req.get("out_slot"):
                     self._claim_slot(client, job.id, req["out_slot"], "out_slot")
@@ -167,7 +168,7 @@ class JobQueue(ClientSlots):
             if kind.writes_files:  # a symlink swapped in while the job waited in the queue: resolve and check again
                 job.req = {**job.req, "output_dir": self._check_output_dir(job.req["output_dir"])}
             run = getattr(runners, kind.runner)  # by name, when it runs: the table travels without the runners
-            out = run(self.engines, job.req, inputs[kind.image], inputs.get("sources", []),
+            out = run(self.engines, job.req, inputs.get(kind.image), inputs.get("sources", []),
                       inputs.get("settings", {}), emit, job.cancel)
             if job.cancel.is_set():
                 raise JobCancelled()
