@@ -41,6 +41,8 @@ class SwapJob:
     frame_end: int | None = None  # inclusive; None = the plate's last frame
     skip_existing: bool = False  # a frame whose EXR exists is not recomputed (cache folders)
     file_prefix: str = "facefusion"
+    # output_dir is a real path the server checked against an allowed root: the folder opened must be that one
+    output_checked: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -27,6 +27,7 @@ from engine.colour_window import ColourWindow, composite_frame
 from engine.errors import EngineError, JobCancelled
 from engine.face_steps import align, mattes, refine_crops, swap
 from engine.io import colour
+from engine.io.pinned_dir import PinnedDir, output_folder
 from engine.io.plates import Plate
 from engine.job import EventSink, ImageInput, SwapJob, frames_text
 from engine.outputs import output_name, sweep_partials
@@ -253,8 +254,17 @@ class Engine:
         """Render a frame range to EXRs. Raises EngineError for bad input, JobCancelled when cancelled."""
         t_start = time.perf_counter()
         s = _checked_settings(job.settings)
-        out_dir = _prepare_output(consent.checked(job).output_dir)  # no consent: nothing is written
-        sweep_partials(out_dir)  # what a killed earlier run left mid-write
+        # no consent: nothing is written; held open to the end: every frame goes into the folder checked now
+        pin = output_folder(consent.checked(job).output_dir, must_be_real=job.output_checked)
+        try:
+            return self._run_into(job, s, pin, on_event, cancel, t_start)
+        finally:
+            pin.close()
+
+    def _run_into(self, job: SwapJob, s: Any, pin: PinnedDir, on_event: EventSink,
+                  cancel: threading.Event | None, t_start: float) -> dict:
+        out_dir = pin.path
+        sweep_partials(pin.io_path)  # what a killed earlier run left mid-write
         plate = Plate(_plate_input(job.plate, s))
         ctx: JobContext | None = None
         writer = prov = None
@@ -263,11 +273,11 @@ class Engine:
         try:
             first, last = _frame_range(plate, job.frame_start, job.frame_end)
             todo = [f for f in range(first, last + 1) if not (
-                job.skip_existing and os.path.exists(os.path.join(out_dir, output_name(f, job.file_prefix))))]
+                job.skip_existing and os.path.exists(pin.join(output_name(f, job.file_prefix))))]
             on_event({"type": "start", "total": len(todo), "frame_start": first, "frame_end": last,
                       "skipped": (last - first + 1) - len(todo)})
             ctx = self._context(job, s, plate, on_event, cancel)
-            writer, prov = FrameWriter(ctx, out_dir, len(todo)), Provenance(ctx, self.models_dir)
+            writer, prov = FrameWriter(ctx, out_dir, len(todo), io_dir=pin.io_path), Provenance(ctx, self.models_dir)
             self._render(ctx, todo, writer, prov)
             outcome = "done"
         except JobCancelled:
@@ -349,20 +359,6 @@ def _checked_settings(values: Any) -> Any:
         return schema.validate(values)
     except schema.SettingsError as exc:
         raise EngineError(str(exc), "fix the setting and run again") from exc
-
-
-def _prepare_output(path: Any) -> str:
-    if path is None:
-        raise EngineError("no output folder given", "pass --output DIR")
-    out = os.path.abspath(str(path))
-    try:
-        os.makedirs(out, exist_ok=True)
-    except OSError as exc:
-        raise EngineError(f"cannot create the output folder '{out}' ({exc.strerror})",
-                          "choose a folder you can write to") from exc
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise EngineError(f"the output folder '{out}' is not writable", "choose a folder you can write to")
-    return out
 
 
 def _frame_range(plate: Plate, start: int | None, end: int | None) -> tuple[int, int]:

@@ -18,9 +18,10 @@ from engine.stages.composite import FrameLayers
 
 
 class FrameWriter:
-    def __init__(self, ctx: JobContext, out_dir: str, total: int) -> None:
+    def __init__(self, ctx: JobContext, out_dir: str, total: int, io_dir: str | None = None) -> None:
         self.ctx = ctx
-        self.out_dir = out_dir
+        self.out_dir = out_dir  # the folder's name, for events
+        self.io_dir = io_dir or out_dir  # where files are written (a pinned folder: engine.io.pinned_dir)
         self.total = total
         self.written = 0  # frames on disk so far (kept when the job stops early: the audit log says so)
         self._t0 = time.perf_counter()
@@ -32,14 +33,16 @@ class FrameWriter:
         self._t0 = time.perf_counter()
 
     def write(self, p: PendingFrame, layers: FrameLayers, rgba: np.ndarray, attributes: dict[str, str]) -> None:
-        path = os.path.join(self.out_dir, output_name(p.frame, self.ctx.job.file_prefix))
+        name = output_name(p.frame, self.ctx.job.file_prefix)
+        path = os.path.join(self.out_dir, name)
         # Half by default; a composite of a 32-bit float plate stays float so untouched pixels keep their bits.
         full = self.ctx.settings.output_mode == "composite" and self.ctx.plate.full_float
         if self._in_flight:
             self._settle()
             self.ctx.check_cancel()  # a cancel that arrived while that frame was written
-        fut = self._pool.submit(write_exr, path, rgba, layers.mattes, interop_id=colour.GAMUT_INTEROP[p.gamut],
-                                attributes=attributes, half=not full)
+        fut = self._pool.submit(write_exr, os.path.join(self.io_dir, name), rgba, layers.mattes,
+                                interop_id=colour.GAMUT_INTEROP[p.gamut], attributes=attributes, half=not full,
+                                shown=path)
         self._in_flight.append((fut, p, path))
 
     def _settle(self) -> None:

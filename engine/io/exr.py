@@ -16,8 +16,10 @@ from engine.outputs import PARTIAL_SUFFIX, partial_prefix
 
 
 def write_exr(path: str, rgba: np.ndarray, layers: dict[str, np.ndarray], *, interop_id: str,
-              attributes: dict[str, str], half: bool = True, compression: str = "zip") -> None:
-    """Write R, G, B, A then each ``<Layer>.A`` matte; string attributes become header metadata."""
+              attributes: dict[str, str], half: bool = True, compression: str = "zip", shown: str | None = None
+              ) -> None:
+    """Write R, G, B, A then each ``<Layer>.A`` matte; string attributes become header metadata. ``shown``: the
+    file's name in messages when ``path`` goes through a pinned folder (engine.io.pinned_dir)."""
     import OpenImageIO as oiio
 
     h, w = rgba.shape[:2]
@@ -42,13 +44,13 @@ def write_exr(path: str, rgba: np.ndarray, layers: dict[str, np.ndarray], *, int
     try:
         out = oiio.ImageOutput.create(tmp)
         if out is None or not out.open(tmp, spec):
-            raise EngineError(f"cannot write '{path}' ({oiio.geterror().strip() or 'open failed'})",
+            raise EngineError(f"cannot write '{shown or path}' ({oiio.geterror().strip() or 'open failed'})",
                               "check that the output folder is writable and the disk is not full")
         ok = out.write_image(data)
         err = out.geterror()
         ok = out.close() and ok
         if not ok:
-            raise EngineError(f"writing '{path}' failed ({err.strip()})", "check free disk space")
+            raise EngineError(f"writing '{shown or path}' failed ({err.strip()})", "check free disk space")
         os.chmod(tmp, new_file_mode())  # farm accounts and colleagues read the frames; mkstemp made it 0600
         os.replace(tmp, path)
     except BaseException:

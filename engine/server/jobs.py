@@ -146,7 +146,7 @@ def run_render(engines: EngineHolder, req: dict[str, Any], plate: ImageInput, so
                cancel: threading.Event) -> JobOutput:
     job = SwapJob(sources=sources, plate=plate, output_dir=Path(req["output_dir"]), settings=settings,
                   frame_start=req["frame_start"], frame_end=req["frame_end"],
-                  skip_existing=req["skip_existing"], file_prefix=req["file_prefix"])
+                  skip_existing=req["skip_existing"], file_prefix=req["file_prefix"], output_checked=True)
     final: dict[str, Any] = {}
 
     def on_event(ev: dict[str, Any]) -> None:
