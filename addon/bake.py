@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import cache_move, compat, coverage, plates, prefs, retarget, schema, session, sources, targets
+from . import cache_move, compat, consent, coverage, plates, prefs, retarget, schema, session, sources, targets
 from .engine_link import engine_module
 
 COPY_INTERVAL_S = 1.0  # Blender < 5.0: finished frames are batched, at most one copy process per interval
@@ -329,6 +329,7 @@ def plan(target: targets.Target, frame_start: int | None = None, frame_end: int 
             "frame_end": max(engine_missing),
             "skip_existing": True,  # frames already in the folder are never recomputed
             "file_prefix": targets.FILE_PREFIX,
+            "consent": consent.records(target.scene),  # issue 14: the confirmations saved with the .blend
         }
     return TargetBake(target, missing, folder, key, request, engine_frames=engine_missing, needed=needed)
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import bpy
 
-from . import at_exit, bake, cache_move, lookup, plates, retarget, session
+from . import at_exit, bake, cache_move, lookup, plates, retarget, session, signing
 from .op_common import redraw_editors
 from .targets import Target
 
@@ -192,6 +192,9 @@ def on_render_done(scene: Any, *_: Any) -> None:
 
 
 HANDLERS = (("render_init", on_render_init), ("render_pre", on_render_pre),
+            # issue 14: Blender's outputs signed by the engine, before on_render_done lets the engine go
+            ("render_init", signing.on_render_init), ("render_write", signing.on_render_write),
+            ("render_complete", signing.on_render_complete), ("render_cancel", signing.on_render_cancel),
             ("render_complete", on_render_done), ("render_cancel", on_render_done))
 
 

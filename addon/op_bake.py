@@ -8,7 +8,7 @@ from typing import Any
 
 import bpy
 
-from . import bake, bake_report, lookup, plates, retarget, session
+from . import bake, bake_report, lookup, op_consent, plates, retarget, session
 from .op_common import OwnerOp, redraw_editors
 from .targets import Target, output_name
 
@@ -84,6 +84,10 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
         return {"CANCELLED"} if run.errors or run.cancelled else {"FINISHED"}
 
     def invoke(self, context: Any, event: Any) -> set[str]:
+        asked = op_consent.ask(context, "BAKE", strip_name=self.strip_name, node_name=self.node_name,
+                               all_targets=self.all_targets, frame_start=self.frame_start, frame_end=self.frame_end)
+        if asked is not None:  # a source identity without consent: the dialog bakes once it is given (issue 14)
+            return asked
         if bpy.app.background or context.window is None:
             return self.execute(context)
         try:

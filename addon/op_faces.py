@@ -8,7 +8,7 @@ from typing import Any
 import bpy
 import numpy as np
 
-from . import compat, lookup, plates, schema, session, sources
+from . import compat, consent, lookup, op_consent, plates, schema, session, sources
 from .images import image_from_pixels
 from .op_common import OwnerOp
 from .targets import Target
@@ -28,6 +28,11 @@ class FACEFUSION_OT_preview(OwnerOp, bpy.types.Operator):
     bl_idname = "facefusion.preview"
     bl_label = "Preview Frame"
 
+    def invoke(self, context: Any, event: Any) -> set[str]:
+        # A source identity without consent: the dialog previews once it is given (issue 14).
+        return op_consent.ask(context, "PREVIEW", strip_name=self.strip_name, node_name=self.node_name) or \
+            self.execute(context)
+
     def execute(self, context: Any) -> set[str]:
         owner = self.owner(context)
         if owner is None:
@@ -39,7 +44,7 @@ class FACEFUSION_OT_preview(OwnerOp, bpy.types.Operator):
             settings = schema.settings_dict(target.settings)
             settings["output_mode"] = "composite"  # the composite is what is shown beside the plate
             result = session.get().preview(media.as_request(), sources.source_specs(target.settings),
-                                           plate_frame, settings)
+                                           plate_frame, settings, consent=consent.records(target.scene))
         except (plates.PlateError, session.EngineUnavailable, session.EngineLost, session.EngineJobError) as exc:
             self.report({"ERROR"}, f"Face Fusion preview: {exc}")
             return {"CANCELLED"}

@@ -4,10 +4,22 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import engine_setup, op_add, op_bake, op_cache, op_coverage, op_engine, op_faces, op_farm, op_models, op_sources
+from . import (
+    engine_setup,
+    op_add,
+    op_bake,
+    op_cache,
+    op_consent,
+    op_coverage,
+    op_engine,
+    op_faces,
+    op_farm,
+    op_models,
+    op_sources,
+)
 
 GROUPS: tuple[ModuleType, ...] = (op_add, op_bake, op_cache, op_coverage, op_sources, op_faces, op_engine,
-                                  engine_setup, op_farm, op_models)
+                                  engine_setup, op_farm, op_models, op_consent)
 
 
 def register() -> None:

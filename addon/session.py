@@ -91,10 +91,24 @@ class Session:
         self._call(job.cancel)
 
     def preview(self, plate: dict[str, Any], sources: list[dict[str, Any]], frame: int,
-                settings: dict[str, Any], timeout: float = 300.0) -> Any:
+                settings: dict[str, Any], timeout: float = 300.0, consent: list[dict[str, str]] | None = None) -> Any:
         job = self._call(self.client.preview, plate=_ref(plate), sources=[_ref(s) for s in sources],
-                         frame=frame, settings=settings)
+                         frame=frame, settings=settings, consent=consent)
         return self._call(job.wait, timeout)
+
+    # -- responsible use (issue 14): consent per source identity, Content Credentials on rendered files
+    def consent(self, sources: list[dict[str, Any]], action: str = "check", note: str = "", who: str = "",
+                records: list[dict[str, str]] | None = None, timeout: float = 120.0) -> dict[str, Any]:
+        """{identity, consent (record or None), revoked}: the engine hashes the photos; ``grant`` records one."""
+        job = self._call(self.client.consent, sources=[_ref(s) for s in sources], action=action, note=note, who=who,
+                         consent=records)
+        return self._call(job.wait, timeout)
+
+    def sign(self, output_dir: str, files: list[dict[str, Any]], software: str, timeout: float = 600.0
+             ) -> list[dict[str, Any]]:
+        """Sign rendered files with C2PA manifests; per file {path, state, message}."""
+        job = self._call(self.client.sign, output_dir=output_dir, files=files, software=software)
+        return list(self._call(job.wait, timeout).get("files", []))
 
     def analyse(self, plate: dict[str, Any], frame: int, settings: dict[str, Any],
                 timeout: float = 300.0) -> list[dict[str, Any]]:

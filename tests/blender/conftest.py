@@ -71,6 +71,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # Issue 14: consent per source identity, confirmed explicitly for the tests' public photos, in a store of their own
     os.environ.setdefault("FACE_FUSION_CONSENT_FILE", os.path.join(tempfile.mkdtemp(prefix="ff-consent-"), "c.json"))
     os.environ.setdefault("FACE_FUSION_CONSENT_ALL", "Blender tests: public test photos (insightface, scikit-image)")
+    # Issue 14: rendered outputs are signed; the locally generated C2PA chain of the tests is their own
+    os.environ.setdefault("FACE_FUSION_C2PA_DIR", tempfile.mkdtemp(prefix="ff-c2pa-"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
