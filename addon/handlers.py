@@ -215,5 +215,5 @@ def unregister() -> None:
             lst.remove(fn)
     if bpy.app.timers.is_registered(_drain):
         bpy.app.timers.unregister(_drain)
-    session.forget()
+    session.shutdown()  # also ends a start under way (the timeline preview's), so no thread outlives us
     at_exit.disarm()

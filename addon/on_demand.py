@@ -4,12 +4,16 @@ yet is made on demand, and shows up as soon as it is written.
 The ``frame_change_post`` handler only notes the frame each target wants (it never talks to the engine and never
 waits). A main-thread timer sends one engine render job per target for the latest frame wanted (the latest request
 wins: a job for a frame no longer wanted is cancelled), polls it without blocking, and refreshes the strip/node when
-the file lands. The frames are ordinary baked frames in the target's cache folder, so renders get the same ones.
-Off in background mode (renders make their frames in the render handlers) and while a render job runs.
+the file lands. When no engine runs yet (the first scrub of a session), the timer has it started on a thread of its
+own (``session.ready``: probing its Python and starting it take seconds) and sends the request once it is up; the
+panel says "starting engine" meanwhile. The frames are ordinary baked frames in the target's cache folder, so renders
+get the same ones. Off in background mode (renders make their frames in the render handlers) and while a render job
+runs.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -74,12 +78,15 @@ def on_frame_change(scene: Any, *_: Any) -> None:
 
 
 def frame_state(target: Target, frame: int) -> str:
-    """'baked', 'making' (an on-demand job runs for it), 'wanted' or 'missing': for the panel."""
+    """'baked', 'making' (an on-demand job runs for it), 'starting' (it waits for the engine to start), 'wanted' or
+    'missing': for the panel."""
     if not target.missing(target.needed(frame, frame)):
         return "baked"
     wish = _WANTED.get(_ident(target))
     if wish is not None and wish.frame == frame:
-        return "making" if wish.run is not None and wish.sent_frame == frame else "wanted"
+        if wish.run is not None and wish.sent_frame == frame:
+            return "making"
+        return "starting" if session.starting() else "wanted"
     return "missing"
 
 
@@ -121,8 +128,19 @@ def _step(ident: tuple[str, str, str], wish: _Wanted) -> bool:
             return True
     if not target.missing(target.needed(wish.frame, wish.frame)):
         return True
+    try:
+        if not session.ready(_cache_root(target)):  # started on a thread: the request goes once it is up
+            return False
+    except session.EngineUnavailable as exc:
+        target.settings.last_report, target.settings.last_report_level = f"Timeline preview: {exc}", "ERROR"
+        raise
     _send(wish, target)
     return False
+
+
+def _cache_root(target: Target) -> str:
+    """The folder holding the target's cache folders: the engine must be allowed to write there."""
+    return os.path.dirname(target.output_dir(target.settings.cache_key)[1].rstrip("/\\"))
 
 
 def tick() -> float | None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import atexit
 import os
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import bpy
@@ -31,6 +33,8 @@ class EngineLost(RuntimeError):
 
 
 _SESSION: Session | None = None
+_STARTING: _Starting | None = None  # an engine being started in the background (on_demand: never waits for it)
+_LOCK = threading.Lock()  # between a background start handing over its session and ``forget`` dropping it
 
 
 def _client_errors() -> tuple[type[BaseException], ...]:
@@ -153,16 +157,39 @@ def _covered(root: str, roots: set[str]) -> bool:
     return False
 
 
-def _start(roots: set[str]) -> Session:
+@dataclass
+class _Launch:
+    """What starting an engine needs, read from Blender on the main thread; ``connect`` then runs on any thread."""
+    candidates: list[tuple[str, str]]  # (engine Python, its engine sources), tried in order
+    roots: set[str]
+    models_dir: str | None
+    device: str
+    env: dict[str, str]
+    client_name: str
+
+    def connect(self) -> Session:
+        """Probe the engine's Python and start the engine (seconds): no bpy, so it may run off the main thread."""
+        choice = prefs.choose_python(self.candidates)
+        if not choice.path:
+            raise EngineUnavailable(choice.problem())
+        root = dict(self.candidates)[choice.path]
+        if not root:
+            raise EngineUnavailable("engine sources not found: set Engine Sources in the Face Fusion preferences "
+                                    "(the folder holding engine/)")
+        mod = client_module()
+        try:
+            client = mod.EngineClient.start(
+                choice.path, root=root, models_dir=self.models_dir,
+                device=self.device,  # "auto": the engine picks TensorRT, CUDA, then CPU and reports what each runs on
+                allowed_output_roots=sorted(self.roots), env=self.env, client_name=self.client_name)
+        except mod.EngineClientError as exc:
+            raise EngineUnavailable(f"the engine did not start with {choice.path}: {exc}") from exc
+        return Session(client, self.roots)
+
+
+def _launch(roots: set[str]) -> _Launch:
+    """Read what a start needs (main thread). Refuses at once when automatic start is off."""
     p = prefs.get_prefs()
-    choice = prefs.engine_python_choice(p)
-    python = choice.path
-    if not python:
-        raise EngineUnavailable(choice.problem())
-    root = prefs.find_engine_root(p, python)
-    if not root:
-        raise EngineUnavailable("engine sources not found: set Engine Sources in the Face Fusion preferences "
-                                "(the folder holding engine/)")
     if not p.auto_start and not bpy.app.background:
         raise EngineUnavailable("the engine is not running and Start Automatically is off")
     roots = roots | default_roots()
@@ -171,15 +198,12 @@ def _start(roots: set[str]) -> Session:
     config = ocio.config_path()
     if config:
         env["OCIO"] = config  # the engine converts colour with Blender's own config
-    mod = client_module()
-    try:
-        client = mod.EngineClient.start(
-            python, root=root, models_dir=bpy.path.abspath(p.models_dir) if p.models_dir else None,
-            device=p.device,  # "auto": the engine picks TensorRT, CUDA, then CPU and reports what each model runs on
-            allowed_output_roots=sorted(roots), env=env, client_name=f"blender {bpy.app.version_string}")
-    except mod.EngineClientError as exc:
-        raise EngineUnavailable(f"the engine did not start with {python}: {exc}") from exc
-    return Session(client, roots)
+    return _Launch(prefs.python_candidates(p), roots, bpy.path.abspath(p.models_dir) if p.models_dir else None,
+                   p.device, env, f"blender {bpy.app.version_string}")
+
+
+def _start(roots: set[str]) -> Session:
+    return _launch(roots).connect()
 
 
 def _busy(sess: Session) -> bool:
@@ -190,23 +214,112 @@ def _busy(sess: Session) -> bool:
         return False
 
 
+def _busy_elsewhere(root: str) -> EngineUnavailable:
+    return EngineUnavailable(f"the running engine may not write to {root} and is busy with a bake; wait for the "
+                             "running bake to finish (or cancel it with Esc), then bake again")
+
+
 def get(output_root: str | None = None) -> Session:
-    """The running session; started when needed. Restarted to allow a new output root only while it is idle:
-    a running bake is never killed for another one."""
+    """The running session; started when needed (waits for a start under way). Restarted to allow a new output root
+    only while it is idle: a running bake is never killed for another one."""
     global _SESSION
+    _adopt(wait=True)
     root = os.path.realpath(output_root) if output_root else None
     if _SESSION is not None and _SESSION.stale and not _busy(_SESSION):
         forget()
     if _SESSION is not None and root is not None and not _covered(root, _SESSION.roots):
         roots = _SESSION.roots | {root}
         if _busy(_SESSION):
-            raise EngineUnavailable(f"the running engine may not write to {root} and is busy with a bake; wait "
-                                    "for the running bake to finish (or cancel it with Esc), then bake again")
+            raise _busy_elsewhere(root)
         forget()
         _SESSION = _start(roots)
     if _SESSION is None:
         _SESSION = _start({root} if root else set())
     return _SESSION
+
+
+@dataclass
+class _Starting:
+    """An engine start running on a thread of its own (probe, spawn, handshake: seconds), so the UI never pauses."""
+    launch: _Launch
+    thread: threading.Thread | None = None
+    session: Session | None = None
+    error: str = ""
+    dropped: bool = False  # forgotten while starting (a preference changed, the add-on went away)
+
+    def run(self) -> None:
+        try:
+            sess = self.launch.connect()
+        except EngineUnavailable as exc:
+            self.error = str(exc)
+            return
+        except Exception as exc:  # a thread's exception would only be printed: the next ready() reports it
+            self.error = f"the engine did not start: {type(exc).__name__}: {exc}"
+            return
+        with _LOCK:
+            if not self.dropped:
+                self.session = sess
+                return
+        sess.close()
+
+    def drop(self) -> None:
+        with _LOCK:
+            self.dropped = True
+            sess, self.session = self.session, None
+        if sess is not None:
+            sess.close()
+
+
+def _adopt(wait: bool) -> None:
+    """Take over the engine a background start made (``wait``: once it is up); a failed start raises its reason."""
+    global _STARTING, _SESSION
+    st = _STARTING
+    if st is None or st.thread is None:
+        return
+    if st.thread.is_alive():
+        if not wait:
+            return
+        st.thread.join()
+    _STARTING = None
+    if st.error:
+        raise EngineUnavailable(st.error)
+    if st.session is not None:
+        if _SESSION is not None:
+            _SESSION.close()
+        _SESSION = st.session
+
+
+def starting() -> bool:
+    """Whether an engine is being started in the background."""
+    return _STARTING is not None and _STARTING.thread is not None and _STARTING.thread.is_alive()
+
+
+def ready(output_root: str | None = None) -> bool:
+    """Whether an engine that may write to ``output_root`` runs, without ever waiting for one: if none does, it is
+    started (or an idle one restarted) on a thread and False is returned until it is up. Raises EngineUnavailable
+    when it cannot start (the preferences' problem, or the reason the background start failed). Main thread."""
+    global _STARTING
+    _adopt(wait=False)
+    if _STARTING is not None:
+        return False
+    root = os.path.realpath(output_root) if output_root else None
+    roots = {root} if root else set()
+    sess = _SESSION
+    if sess is not None and sess.stale and not _busy(sess):
+        forget()
+        sess = None
+    if sess is not None:
+        if root is None or _covered(root, sess.roots):
+            return True
+        if _busy(sess):
+            raise _busy_elsewhere(root)
+        roots |= sess.roots
+        forget()
+    st = _Starting(_launch(roots))
+    st.thread = threading.Thread(target=st.run, name="face-fusion-engine-start", daemon=True)
+    _STARTING = st
+    st.thread.start()
+    return False
 
 
 def engine_version() -> str:
@@ -225,17 +338,30 @@ def engine_report() -> dict[str, Any]:
 
 
 def forget() -> None:
-    """Drop the session (after the engine died, or to restart it)."""
-    global _SESSION
+    """Drop the session (after the engine died, or to restart it), and any start under way (never waits for it)."""
+    global _SESSION, _STARTING
+    st, _STARTING = _STARTING, None
+    if st is not None:
+        st.drop()
     if _SESSION is not None:
         _SESSION.close()
     _SESSION = None
+
+
+def shutdown() -> None:
+    """The add-on goes away (or Blender quits): drop everything and let a start under way end first, so no thread
+    of ours outlives the add-on (it ends within the probe's and the engine's start-up limits)."""
+    st = _STARTING
+    forget()
+    if st is not None and st.thread is not None:
+        st.thread.join()
 
 
 def _prefs_changed() -> None:
     """Engine Python, sources, device or models folder changed: an idle engine stops now (the next use starts one
     with the new preferences); a busy one finishes its bake first."""
     if _SESSION is None:
+        forget()  # a start under way used the old preferences
         return
     if _busy(_SESSION):
         _SESSION.stale = True
@@ -244,4 +370,4 @@ def _prefs_changed() -> None:
 
 
 prefs.ON_ENGINE_CHANGE.append(_prefs_changed)
-atexit.register(forget)
+atexit.register(shutdown)

@@ -1,10 +1,11 @@
 """Timeline preview: scrubbing over frames that are not baked makes the current one on demand (one engine request
-for the last frame of a burst, the handler never waiting), the panel says which frame is not made yet, and the
-Preview operator shows what the bake writes."""
+for the last frame of a burst, the handler never waiting, not even for the engine to start), the panel says which
+frame is not made yet, and the Preview operator shows what the bake writes."""
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import numpy as np
@@ -28,6 +29,7 @@ def ui(addon, monkeypatch):
 
     monkeypatch.setattr(addon.session.Session, "submit_render", record)
     addon.on_demand.cancel_all()
+    addon.session.get()  # an engine already up, as after the first scrub (that first start is a test of its own)
     yield sent
     addon.on_demand.cancel_all()
 
@@ -78,6 +80,50 @@ def test_the_latest_frame_wins_over_one_being_made(addon, scene, long_media, cac
     folder = bpy.path.abspath(strip.face_fusion.cache_dir)
     assert os.path.isfile(os.path.join(folder, "facefusion.0009.exr"))
     assert not [f for f in os.listdir(folder) if f.startswith(".")]  # the cancelled job left no partial file
+
+
+def test_the_first_scrub_starts_the_engine_without_waiting_for_it(addon, scene, media, cache_dir, ui, monkeypatch,
+                                                                tmp_path):
+    """The first request of a session starts the engine on a thread: the timer returns while it is still starting (the
+    real start is held here until the timer has returned twice, so the test does not depend on timing), the panel
+    says so, and the frame arrives once the engine is up, the same frame a bake makes."""
+    addon.session.forget()  # no engine from an earlier test
+    gate = threading.Event()
+    connect = addon.session._Launch.connect
+
+    def held(self):
+        assert threading.current_thread() is not threading.main_thread()  # never on Blender's main thread
+        gate.wait(120)
+        return connect(self)
+
+    monkeypatch.setattr(addon.session._Launch, "connect", held)
+    strip = face_fusion_shot(addon, scene, media)
+    try:
+        scene.frame_set(3)
+        addon.on_demand.on_frame_change(scene)
+        addon.on_demand.tick()  # asks for the engine and returns: it is not up
+        assert addon.session.starting() and addon.session._SESSION is None and ui == []
+        assert "Frame 3: not baked yet: starting engine…" in _labels(addon, strip)
+        addon.on_demand.tick()  # still starting: nothing sent, nothing waited for
+        assert addon.session.starting() and ui == []
+    finally:
+        gate.set()
+    _settle(addon)
+    assert addon.session._SESSION is not None and not addon.session.starting()
+    assert [(r["frame_start"], r["frame_end"]) for r in ui] == [(3, 3)]
+    assert "Frame 3: baked" in _labels(addon, strip)
+    folder = bpy.path.abspath(strip.face_fusion.cache_dir)
+    name = "facefusion.0003.exr"
+    made = str(tmp_path / name)
+    os.replace(os.path.join(addon.targets.shown_dir(folder), name), made)  # what the strip showed
+    if os.path.isfile(os.path.join(folder, name)):  # Blender < 5.0 shows an RGBA copy of the engine's file
+        os.remove(os.path.join(folder, name))
+    with bpy.context.temp_override(scene=scene):
+        assert bpy.ops.facefusion.bake(strip_name=strip.name, frame_start=3, frame_end=3) == {"FINISHED"}
+    on_demand, baked = (i["rgba"] for i in read_images([made, os.path.join(addon.targets.shown_dir(folder), name)],
+                                                       str(tmp_path)))
+    assert (on_demand[..., 3] > 0.5).sum() > 200  # a face was replaced
+    assert np.abs(on_demand - baked).max() < 1e-3, np.abs(on_demand - baked).max()
 
 
 @pytest.mark.parametrize("change", [None, ("colour_strength", 0.5)])
