@@ -7,6 +7,11 @@ the right path) and moves the frames there: one rename when both are on the same
 background thread (copy to a hidden name, rename, then delete the original), whose progress the panel shows. A bake
 or render of a folder still being filled waits for its move first (``wait``), so no frame is made twice.
 
+Save Copy of an unsaved .blend writes a file whose '//' folder is next to the copy, while this session stays unsaved
+and keeps its temporary folder: the frames are copied there (``start(..., copy=True)``: hard links where the disk
+allows, since frames are only ever replaced whole, never changed in place; else file copies), so the copy opens with
+every frame baked so far.
+
 Standard library only: no ``bpy`` (the thread never touches Blender's data).
 """
 
@@ -42,6 +47,7 @@ class Move:
     error: str = ""
     finished: bool = False
     cancelled: bool = False
+    copy: bool = False  # the source stays (Save Copy), else it is moved
     thread: threading.Thread | None = None
 
     @property
@@ -53,11 +59,12 @@ class Move:
             for rel in self.files:
                 if self.cancelled:
                     break
-                _move_file(os.path.join(self.src, rel), os.path.join(self.dst, rel))
+                (_copy_file if self.copy else _move_file)(os.path.join(self.src, rel), os.path.join(self.dst, rel))
                 self.done += 1
-            _remove_empty(self.src)
+            if not self.copy:
+                _remove_empty(self.src)
         except OSError as exc:
-            self.error = f"moving baked frames to {self.dst} failed: {exc}"
+            self.error = f"{'copying' if self.copy else 'moving'} baked frames to {self.dst} failed: {exc}"
         finally:
             self.finished = True
 
@@ -82,6 +89,22 @@ def _move_file(src: str, dst: str) -> None:
     os.remove(src)
 
 
+def _copy_file(src: str, dst: str) -> None:
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    if os.path.exists(dst):  # same cache key, same frame: the one already there stays
+        return
+    part = os.path.join(os.path.dirname(dst), f".{os.path.basename(dst)}.part")  # never a partial frame file
+    try:
+        try:
+            os.link(src, part)  # same disk: no second copy of the pixels
+        except OSError:
+            shutil.copy2(src, part)
+        os.replace(part, dst)
+    finally:
+        if os.path.exists(part):
+            os.remove(part)
+
+
 def _remove_empty(folder: str) -> None:
     for here, _dirs, _files in sorted(os.walk(folder), key=lambda w: -len(w[0])):
         try:
@@ -93,13 +116,13 @@ def _remove_empty(folder: str) -> None:
 _MOVES: dict[str, Move] = {}  # destination (real path) -> its move
 
 
-def start(src: str, dst: str) -> Move:
-    """Move the folder ``src`` to ``dst`` (merging into an existing one); returns at once."""
-    move = Move(src, dst)
+def start(src: str, dst: str, *, copy: bool = False) -> Move:
+    """Move (``copy``: copy) the folder ``src`` to ``dst``, merging into an existing one; returns at once."""
+    move = Move(src, dst, copy=copy)
     if not os.path.isdir(src):
         move.finished = True
         return move
-    if not os.path.exists(dst):
+    if not copy and not os.path.exists(dst):
         os.makedirs(os.path.dirname(os.path.normpath(dst)), exist_ok=True)
         try:
             os.rename(src, dst)  # same disk: instant
@@ -130,12 +153,14 @@ def wait_all() -> list[str]:
 
 
 def status() -> str:
-    """'Moving baked frames next to the .blend: 40/120' while moves run, else ''."""
-    running = [m for m in _MOVES.values() if not m.finished]
-    if not running:
-        return ""
-    return (f"Moving baked frames next to the .blend: {sum(m.done for m in running)}/"
-            f"{sum(m.total for m in running)}")
+    """'Moving baked frames next to the .blend: 40/120' (or copying them next to a saved copy) while that runs."""
+    lines = []
+    for copy, what in ((False, "Moving baked frames next to the .blend"),
+                       (True, "Copying baked frames next to the saved copy")):
+        running = [m for m in _MOVES.values() if not m.finished and m.copy == copy]
+        if running:
+            lines.append(f"{what}: {sum(m.done for m in running)}/{sum(m.total for m in running)}")
+    return "; ".join(lines)
 
 
 def errors() -> list[str]:
@@ -144,7 +169,8 @@ def errors() -> list[str]:
 
 @atexit.register
 def _stop() -> None:
-    """Blender quits: stop after the file being copied (its original stays in the temporary folder)."""
+    """Blender quits: stop after the file being copied (its original stays in the temporary folder; a saved copy
+    missing frames makes them when they are needed)."""
     for move in list(_MOVES.values()):
         move.cancelled = True
         if move.thread is not None:

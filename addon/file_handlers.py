@@ -3,7 +3,9 @@ on load.
 
 ``save_pre`` (the file is not written yet): targets whose frames sit in the temporary cache of an unsaved .blend are
 re-pointed at their '//' folder, so the saved file holds the path next to it. ``save_post``: the frames are moved
-there (``cache_move``); after Save Copy the session itself stays unsaved, so the targets are pointed back.
+there (``cache_move``). After Save Copy the session itself stays unsaved: its targets are pointed back at the
+temporary folder (which it keeps using, and moves on its own first save), and the frames are copied next to the copy,
+so the copy opens with them rather than baking them again.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 import bpy
 
-from . import cache_move, lookup, plates, strip_target
+from . import cache_move, element_repair, lookup, plates
 from .targets import Target, shown_dir, stored_dir
 
 
@@ -64,8 +66,10 @@ def on_save_post(filepath: str = "", *_: Any) -> None:
     copy = not bpy.data.filepath or os.path.realpath(bpy.data.filepath) != os.path.realpath(filepath)
     for p in pending:
         try:
-            if copy:  # Save Copy: this session is still unsaved and keeps its temporary folder
+            if copy:  # Save Copy: this session is still unsaved and keeps its temporary folder; the copy gets its own
                 _point(p.target, p.old_stored)
+                copy_dir = os.path.join(os.path.dirname(os.path.abspath(filepath)), p.new_stored[2:])
+                cache_move.start(os.path.abspath(p.old_stored), os.path.normpath(copy_dir), copy=True)
             else:
                 cache_move.start(os.path.abspath(p.old_stored), bpy.path.abspath(p.new_stored))
         except (ReferenceError, plates.PlateError, OSError) as exc:
@@ -74,17 +78,14 @@ def on_save_post(filepath: str = "", *_: Any) -> None:
 
 @bpy.app.handlers.persistent
 def on_load_post(*_: Any) -> None:
-    """Repair Face Fusion strips saved with uninitialised element sizes (made by add-on versions that grew the
-    list with ``elements.append``): rendering one of their frames before it is baked crashes Blender."""
-    for scene in bpy.data.scenes:
-        for target in lookup.scene_targets(scene, include_muted=True):
-            owner = target.owner
-            if hasattr(owner, "elements") and not strip_target.elements_sound(owner):
-                names = [e.filename for e in owner.elements]
-                try:
-                    strip_target.set_elements(owner, owner.directory, names)
-                except (plates.PlateError, RuntimeError) as exc:
-                    print(f"Face Fusion: could not repair strip '{owner.name}': {exc}", file=sys.stderr)
+    """Repair image strips saved with uninitialised element sizes (Face Fusion strips of add-on versions that grew the
+    list with ``elements.append``): rendering one of their frames before it is baked crashes Blender. Saving the file
+    keeps the repair; a worker without the extension runs ``element_repair.py`` itself."""
+    try:
+        for line in element_repair.repair():
+            print(f"{element_repair.PREFIX} {line}", file=sys.stderr)
+    except element_repair.RepairError as exc:
+        print(f"{element_repair.PREFIX} ERROR: {exc}", file=sys.stderr)
 
 
 HANDLERS = (("save_pre", on_save_pre), ("save_post", on_save_post), ("load_post", on_load_post))
