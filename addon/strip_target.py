@@ -6,13 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import bpy
-
-from . import compat, plates
+from . import compat, element_repair, plates
 from .targets import Target, output_name
 
-MAX_SIZE = 1 << 16  # larger than any image Blender loads: an element size above it is uninitialised memory
-TIMING = ("frame_offset_start", "frame_offset_end", "animation_offset_start", "animation_offset_end")
+TIMING = element_repair.TIMING
 
 
 def is_face_fusion_strip(strip: Any) -> bool:
@@ -81,39 +78,16 @@ def point_strip(strip: Any, directory: str, media: plates.PlateMedia) -> None:
 
 
 def elements_sound(strip: Any) -> bool:
-    """Whether every element's size is what Blender's own strip creators leave: 0 until its file is loaded, then the
-    file's size. Anything else is memory ``elements.append`` left uninitialised (a render of a frame without a file
-    allocates a buffer of that size and crashes Blender)."""
-    for e in strip.elements:
-        w, h = e.orig_width, e.orig_height
-        if (w, h) != (0, 0) and not (0 < w <= MAX_SIZE and 0 < h <= MAX_SIZE):
-            return False
-    return True
+    """Whether no element carries an uninitialised size (see element_repair)."""
+    return element_repair.elements_sound(strip)
 
 
 def set_elements(strip: Any, directory: str, names: list[str]) -> None:
-    """Give the strip exactly ``names`` as its files, every element size 0 until loaded.
-
-    ``elements.append`` grows the list with realloc and leaves the new elements' ``orig_width``/``orig_height``
-    uninitialised (both bpy 4.2 and 5.0; read-only in RNA), so the list is replaced the way Blender's Change Path
-    operator does it: one zeroed allocation. The operator acts on the editor's active strip; that is restored.
-    Main thread only (writes bpy data)."""
-    scene = strip.id_data
-    ed = scene.sequence_editor
-    active = ed.active_strip
-    timing = {a: getattr(strip, a) for a in TIMING if hasattr(strip, a)}  # the operator locks the old handles
-    ed.active_strip = strip
+    """Give the strip exactly ``names`` as its files, every element size 0 until loaded (see element_repair)."""
     try:
-        with bpy.context.temp_override(scene=scene, sequencer_scene=scene):
-            result = bpy.ops.sequencer.change_path(directory=bpy.path.abspath(directory) or "/", relative_path=False,
-                                                   files=[{"name": n} for n in names], use_placeholders=False)
-    finally:
-        ed.active_strip = active
-    strip.directory = directory  # as given ('//'-relative stays relative; the operator stores it absolute)
-    for attr, value in timing.items():
-        setattr(strip, attr, value)
-    if result != {"FINISHED"} or [e.filename for e in strip.elements] != names:
-        raise plates.PlateError(f"Face Fusion strip '{strip.name}': Blender did not take its list of frames")
+        element_repair.set_elements(strip, directory, names)
+    except element_repair.RepairError as exc:
+        raise plates.PlateError(f"Face Fusion {exc}") from exc
 
 
 def _match_timing(strip: Any, plate: Any) -> None:
