@@ -172,16 +172,19 @@ class JobRequests(ClientState):
 
     def render(self, plate: Any, sources: list[Any], output_dir: str, settings: dict[str, Any] | None = None,
                frame_start: int | None = None, frame_end: int | None = None, *, skip_existing: bool = False,
-               file_prefix: str = "facefusion", consent: list[dict[str, str]] | None = None) -> JobHandle:
+               file_prefix: str = "facefusion", consent: list[dict[str, str]] | None = None,
+               analysis_file: str | None = None) -> JobHandle:
         """Render frames of ``plate`` into one EXR per frame in ``output_dir`` (must be under an allowed
-        output root of the engine). Events: see ``protocol.EVENT_TYPES``; the last is done, error or cancelled."""
+        output root of the engine). Events: see ``protocol.EVENT_TYPES``; the last is done, error or cancelled.
+        ``analysis_file``: a farm chunk's shot analysis, read and never computed (missing or stale: an error)."""
         # Absolute, but ".." left for the engine to resolve with the symlinks: collapsing it as text (abspath)
         # changes which folder "link/.." means.
         out = os.path.join(os.getcwd(), os.fspath(output_dir))
         job = self._submit_job("render", lambda held: {
             **self._images(plate, sources, held), "output_dir": out, "settings": dict(settings or {}),
             "frame_start": frame_start, "frame_end": frame_end, "skip_existing": skip_existing,
-            "file_prefix": file_prefix, **_carried(consent)})
+            "file_prefix": file_prefix, **_carried(consent),
+            **({"analysis_file": os.path.abspath(analysis_file)} if analysis_file else {})})
         job.output_dir = os.path.realpath(out)
         return job
 

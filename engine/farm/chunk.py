@@ -105,6 +105,17 @@ class ChunkEngine(Engine):
         return True
 
 
+def reading_analysis(engine: Engine, analysis_path: str) -> ChunkEngine:
+    """``engine`` (the engine server's one, shared by its workers) for one render request that names a shot analysis
+    file: the same models, caches and locks, the analysis from the file. A view, not a copy; the runtime is made
+    first, so the view never makes a second one."""
+    engine.runtime()
+    view = ChunkEngine.__new__(ChunkEngine)
+    view.__dict__.update(engine.__dict__)
+    view.analysis_path = os.path.abspath(analysis_path)
+    return view
+
+
 def _exr_attributes(path: str) -> dict[str, str] | None:
     """The string attributes of an EXR's header (no pixels read); None when it cannot be opened."""
     import OpenImageIO as oiio  # the engine's image library, loaded by every render anyway

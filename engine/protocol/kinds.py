@@ -8,6 +8,7 @@ travels in the add-on, which has no pipeline), and what ``job.wait()`` returns o
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,7 +103,17 @@ def _parse_render(msg: dict[str, Any]) -> dict[str, Any]:
                             "not starting with '.' or '-'")
     out["file_prefix"] = prefix
     out["consent"] = consent_records(msg)  # issue 14: the confirmations saved with the .blend
+    out["analysis_file"] = _analysis_file(msg)  # issue 13: a farm chunk's shot analysis
     return out
+
+
+def _analysis_file(msg: dict[str, Any]) -> str | None:
+    """The shot analysis a farm job's analysis task wrote: the render reads it and never analyses (missing or stale:
+    the job fails). Absolute, since the engine's working folder is not the client's."""
+    path = str_field(msg, "analysis_file", required=False, nullable=True)
+    if path and not os.path.isabs(path):
+        raise ProtocolError(f"analysis_file {path!r} must be an absolute path")
+    return path or None
 
 
 def _parse_frame_job(msg: dict[str, Any], sources_required: bool) -> dict[str, Any]:

@@ -155,7 +155,12 @@ def run_render(engines: EngineHolder, req: dict[str, Any], plate: ImageInput, so
             return
         emit(_jsonable(ev))
 
-    summary = engines.get().run(job, on_event=on_event, cancel=cancel)
+    engine = engines.get()
+    if req.get("analysis_file"):  # a farm chunk (issue 13): the shot analysis from its file, never computed
+        from ..farm.chunk import reading_analysis  # the pipeline's module: loaded with the engine
+
+        engine = reading_analysis(engine, req["analysis_file"])
+    summary = engine.run(job, on_event=on_event, cancel=cancel)
     final.update(_jsonable(summary or {}))
     final.pop("type", None)
     return JobOutput(fields=final)
