@@ -62,6 +62,11 @@ def _output(scene: Any, frame: int) -> tuple[str, str]:
     return path, SIGNED_FORMATS.get(settings.file_format, "")
 
 
+def _format_name(scene: Any) -> str:
+    settings = scene.render.image_settings
+    return scene.render.ffmpeg.format if settings.file_format == "FFMPEG" else settings.file_format
+
+
 @bpy.app.handlers.persistent
 def on_render_init(scene: Any, *_: Any) -> None:
     _WRITTEN.clear()
@@ -78,8 +83,10 @@ def on_render_write(scene: Any, *_: Any) -> None:
     if not exrs:
         return
     if not ext:
-        note = (f"{os.path.basename(path)} is not signed: C2PA cannot carry {scene.render.image_settings.file_format}"
-                " files (the Face Fusion EXRs keep their provenance attributes)")
+        movie = scene.render.image_settings.file_format == "FFMPEG"
+        note = (f"{os.path.basename(path)} is not signed: C2PA cannot carry {_format_name(scene)} files (the Face "
+                "Fusion EXRs keep their provenance attributes" + ("; render to MPEG-4 to sign a movie)" if movie
+                                                                   else ")"))
         if note not in _NOTES:
             _NOTES.append(note)
         return

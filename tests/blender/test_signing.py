@@ -24,8 +24,12 @@ def _render(scene, file_format: str, written: dict[str, bytes] | None = None) ->
     """Render frames 1-2; ``written``: each file's bytes as Blender wrote them (a render_write handler that runs
     after the add-on's, before the render completes and the engine signs)."""
     scene.frame_end = 2
+    if hasattr(scene.render.image_settings, "media_type"):  # 5.0: movies are a media type of their own
+        scene.render.image_settings.media_type = "VIDEO" if file_format == "FFMPEG" else "IMAGE"
     scene.render.image_settings.file_format = file_format
-    if file_format != "OPEN_EXR":
+    if file_format == "FFMPEG":
+        scene.render.ffmpeg.format, scene.render.ffmpeg.codec = "MPEG4", "H264"
+    elif file_format != "OPEN_EXR":
         scene.render.image_settings.color_mode, scene.render.image_settings.color_depth = "RGB", "8"
 
     def as_blender_wrote_it(sc, *_):
@@ -120,3 +124,15 @@ def test_a_failing_signer_leaves_the_png_byte_identical(addon, scene, media, cac
     assert all("written but not signed" in r["message"] for r in failed), failed
     assert _manifests(outputs) == {p: None for p in outputs}
     assert sorted(os.listdir(os.path.dirname(outputs[0]))) == ["frame_0001.png", "frame_0002.png"]  # no temp left
+
+
+def test_an_mp4_render_carries_a_valid_manifest(addon, scene, media, cache_dir):
+    face_fusion_shot(addon, scene, media)
+    outputs = _render(scene, "FFMPEG")
+    assert len(outputs) == 1 and outputs[0].endswith(".mp4"), outputs
+    assert [r["state"] for r in addon.signing.RESULTS if r["path"]] == ["signed"], addon.signing.RESULTS
+    found = _manifests(outputs)[outputs[0]]
+    codes = [f["code"] for f in found["validation_results"]["activeManifest"].get("failure", [])]
+    assert found["validation_state"] == "Valid" and codes == ["signingCredential.untrusted"], found
+    (render,) = {a["label"]: a["data"] for a in found["manifest"]["assertions"]}["org.facefusion.provenance"]["renders"]
+    assert len(render["source_identity"]) == 64
