@@ -84,10 +84,14 @@ class FACEFUSION_OT_consent(bpy.types.Operator):
     def invoke(self, context: Any, event: Any) -> set[str]:
         if not self.identities:
             try:
-                self.identities = _identities(consent.unconfirmed(self._targets(context)))
+                missing = consent.unconfirmed(self._targets(context))
             except FAILURES as exc:
                 self.report({"ERROR"}, f"Face Fusion: {exc}")
                 return {"CANCELLED"}
+            if not missing:  # the panel's button, with nothing left to confirm
+                self.report({"INFO"}, "Face Fusion: consent is recorded for every source identity here")
+                return {"FINISHED"}
+            self.identities = _identities(missing)
         if not self.who:
             try:
                 self.who = getpass.getuser()
@@ -146,6 +150,20 @@ class FACEFUSION_OT_consent(bpy.types.Operator):
                                     frame_end=self.frame_end)
         elif self.then == "PREVIEW":
             bpy.ops.facefusion.preview(mode, **owner)
+
+
+def draw_state(layout: Any, target: Target) -> None:
+    """The panel's lines: the confirmations saved with this .blend, and a button to give one now."""
+    saved = consent.records(target.scene)
+    col = layout.column(align=True)
+    if not saved:
+        col.label(text="Consent: asked at the first Bake or Preview", icon="INFO")
+    for rec in saved[:3]:
+        col.label(text=f"Consent: {rec['who']}, {rec['when'][:10]}: {rec['note']}", icon="CHECKMARK")
+    if len(saved) > 3:
+        col.label(text=f"... and {len(saved) - 3} more source identities")
+    op = col.operator("facefusion.consent", text="Confirm Consent...", icon="USER")
+    setattr(op, target.owner_arg, target.owner.name)
 
 
 CLASSES = (FACEFUSION_OT_consent,)

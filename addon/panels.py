@@ -6,7 +6,7 @@ from typing import Any
 
 import bpy
 
-from . import cache_admin, cache_move, coverage, lookup, on_demand, op_cache, op_models, plates, retarget
+from . import cache_admin, cache_move, coverage, lookup, on_demand, op_cache, op_consent, op_models, plates, retarget
 from .schema import grouped_settings
 from .targets import Target, cache_root
 
@@ -44,6 +44,7 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
     sub = row.column(align=True)
     _owner_args(sub.operator("facefusion.source_add", text="", icon="ADD"), target)
     _owner_args(sub.operator("facefusion.source_remove", text="", icon="REMOVE"), target)
+    op_consent.draw_state(box, target)  # issue 14: the confirmations saved with the .blend
     # schema groups; a setting without effect under the others (Setting.has_effect) is shown inactive
     groups = grouped_settings()
     values = {s.name: getattr(ff, s.name) for _, _, settings in groups for s in settings}

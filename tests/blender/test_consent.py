@@ -117,6 +117,27 @@ def test_the_dialog_records_consent_and_the_bake_goes_on(addon, scene, media, ca
     assert addon.op_consent.ask(ui.context, "BAKE", strip_name=strip.name) is None  # never asked again
 
 
+def test_the_panel_shows_the_saved_consent_and_preview_asks_too(addon, scene, media, cache_dir, store, monkeypatch):
+    strip = face_fusion_shot(addon, scene, media)
+    layout = DrawnLayout([])
+    addon.panels.draw_settings(layout, bpy.context, strip)
+    labels = [d[1] for d in layout.drawn if d[0] == "label"]
+    assert "Consent: asked at the first Bake or Preview" in labels
+    (button,) = [d for d in layout.drawn if d[0] == "operator" and d[1] == "facefusion.consent"]
+    assert button[3].strip_name == strip.name
+    ui = Blender(addon, scene, monkeypatch)
+    preview = SimpleNamespace(strip_name=strip.name, node_name="", execute=lambda ctx: pytest.fail("previewed"))
+    assert addon.op_faces.FACEFUSION_OT_preview.invoke(preview, ui.context, SimpleNamespace()) == {"CANCELLED"}
+    (op,) = ui.dialogs
+    assert op.then == "PREVIEW" and strip.face_fusion.preview_image is None
+    assert ui.ok(op, who="artist C", note=NOTE, confirm=True) == {"FINISHED"}
+    assert strip.face_fusion.preview_image is not None  # the preview went on
+    layout = DrawnLayout([])
+    addon.panels.draw_settings(layout, bpy.context, strip)
+    assert f"Consent: artist C, {addon.consent.records(scene)[0]['when'][:10]}: {NOTE}" in \
+        [d[1] for d in layout.drawn if d[0] == "label"]
+
+
 def test_declining_stops_the_bake_and_writes_nothing(addon, scene, media, cache_dir, store, monkeypatch):
     strip, ui, op, _identity = _consent_given_in_the_dialog(addon, scene, media, monkeypatch)
     with pytest.raises(RuntimeError, match="consent not given"):  # an ERROR report raises in a script's bpy.ops
