@@ -81,7 +81,8 @@ thread-safe. Zero-copy results (``copy=False``) are views of a shared-memory slo
 may reuse: copy what you keep.
 
 Modules: ``process`` (start, connect, stop, liveness), ``requests`` (the connection, requests and replies),
-``jobs`` (slots, submissions, each kind's result through ``protocol.JOB_KINDS``), ``handle`` (``JobHandle``),
+``jobs`` (slots, submissions, each kind's result through ``protocol.JOB_KINDS``), ``responsible`` (``consent`` and
+``sign``: issue 14's requests), ``handle`` (``JobHandle``),
 ``api`` (``EngineClient``, made of those parts), ``errors``.
 """
 
