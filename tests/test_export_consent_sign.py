@@ -151,3 +151,20 @@ def test_a_failing_signer_leaves_the_png_byte_identical(work, tmp_path):
     with open(png, "rb") as fh:
         assert fh.read() == before
     assert sorted(os.listdir(work / "render")) == ["shot_0001.png", "shot_0002.png"]  # no leftover temp file
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"op": "consent", "sources": [{"path": "/p.png"}], "action": "grant", "note": " "}, "needs a note"),
+    ({"op": "consent", "sources": [{"path": "/p.png"}], "action": "delete"}, "must be one of check, grant"),
+    ({"op": "consent", "sources": [{"path": "/p.png"}], "consent": [{"identity": "abc", "who": "a", "when": "t",
+                                                                       "note": "n"}]}, "64 hex digits"),
+    ({"op": "consent", "sources": [{"path": "/p.png"}], "consent": {"identity": "ab" * 32}}, "must be a list"),
+    ({"op": "sign", "output_dir": "/r", "files": []}, "non-empty list"),
+    ({"op": "sign", "output_dir": "/r", "files": [{"path": "/r/a.png", "exrs": "/c/a.exr"}]}, "list of at most"),
+    ({"op": "sign", "output_dir": "", "files": [{"path": "/r/a.png"}]}, "'output_dir' is empty"),
+])
+def test_bad_consent_and_sign_requests_are_refused_naming_the_field(fields, message):
+    from engine import PROTOCOL_VERSION, protocol
+
+    with pytest.raises(protocol.ProtocolError, match=message):
+        protocol.parse_request({"v": PROTOCOL_VERSION, "id": 1, **fields})
