@@ -20,6 +20,7 @@ from typing import Any
 
 from . import cache_move, compat, consent, coverage, plates, prefs, retarget, schema, session, sources, targets
 from .engine_link import engine_module
+from .farm_analysis import request_field as farm_analysis_file
 
 COPY_INTERVAL_S = 1.0  # Blender < 5.0: finished frames are batched, at most one copy process per interval
 
@@ -328,6 +329,7 @@ def plan(target: targets.Target, frame_start: int | None = None, frame_end: int 
             "frame_start": min(engine_missing),
             "frame_end": max(engine_missing),
             "skip_existing": True,  # frames already in the folder are never recomputed
+            **farm_analysis_file(target),  # a farm render chunk: the shot analysis from the job's file (issue 13)
             "file_prefix": targets.FILE_PREFIX,
             "consent": consent.records(target.scene),  # issue 14: the confirmations saved with the .blend
         }

@@ -170,6 +170,7 @@ class _Defaults:
     models_dir = ""
     device = "auto"
     timeline_preview = True
+    flamenco_manager_url = ""
 
 
 def get_prefs(context: Any = None) -> Any:
@@ -220,6 +221,9 @@ class FaceFusionPreferences(bpy.types.AddonPreferences):
                     "(the latest frame wins; the interface never waits)")
     device: bpy.props.EnumProperty(name="Device", items=DEVICE_ITEMS, default="auto", update=_engine_changed,
                                    description="Where the engine runs neural models (a change restarts the engine)")
+    flamenco_manager_url: bpy.props.StringProperty(  # issue 13: drawn and used by op_farm
+        name="Flamenco Manager", description="Flamenco Manager that Write Flamenco Job submits the scene to, e.g. "
+                                             "http://flamenco:8080. Empty: the job is only written next to the .blend")
 
     def draw(self, context: Any) -> None:
         layout = self.layout

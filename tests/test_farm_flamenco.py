@@ -8,14 +8,13 @@ scene saved with bpy, its settings evaluated in Blender the way Flamenco's add-o
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,7 @@ import pytest
 from engine import shots
 from tests.conftest import ROOT, read, run_cli
 from tests.farm_support import farm_shot
+from tests.flamenco_manager import ManagerStandIn
 
 NODE = shutil.which("node")
 pytestmark = pytest.mark.skipif(NODE is None, reason="Node.js is not installed")
@@ -71,6 +71,7 @@ def test_engine_job_type_compiles_to_one_analysis_then_chunks_that_depend_on_it(
     assert analyse["dependencies"] == [] and all(t["dependencies"] == ["analyse-shot"] for t in renders)
     (cmd,) = analyse["commands"]
     assert cmd["name"] == "exec" and cmd["parameters"]["exe"] == "{facefusion_python}"
+    assert all(set(t["commands"][0]["parameters"]) == {"exe", "args"} for t in tasks)  # worker/command_exec.go
     args = cmd["parameters"]["args"]
     assert args[0] == "-c" and args[2:5] == ["{facefusion_root}", "/studio/sh010/consent.json", "analyse"]
     assert args[args.index("--analysis") + 1] == "/studio/sh010/ff/face-fusion.analysis.npz"
@@ -84,45 +85,22 @@ def test_engine_job_type_compiles_to_one_analysis_then_chunks_that_depend_on_it(
     assert "ends before it starts" in bad["error"]
 
 
-class _Manager(http.server.BaseHTTPRequestHandler):
-    """The one request of Flamenco Manager's REST API that `farm flamenco --manager` makes: POST /api/v3/jobs."""
-
-    received: list = []
-
-    def do_POST(self):  # noqa: N802 (http.server's name)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        _Manager.received.append((self.path, self.headers["Content-Type"], body))
-        reply = json.dumps({"id": "3f1e1c1a-job", **body}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, *args):
-        pass
-
-
 def test_engine_job_submitted_and_run_on_a_worker_equals_a_single_run(tmp_path):
     """`farm flamenco --manager` submits the shot's job; its compiled commands, with Flamenco's variables replaced
     as a worker does, render the shot: analysis first, then 3 chunks, every frame equal to a single machine's."""
     shot = farm_shot(tmp_path / "shot", 6, (320, 180), shots.CameraMove(pan=(-18, 6), zoom=(1.0, 1.04)))
-    server = http.server.HTTPServer(("127.0.0.1", 0), _Manager)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    job_type = _node(ENGINE_JOB, "job-type")
+    with ManagerStandIn({"face-fusion-engine": job_type}) as manager:
         r = run_cli("farm", "flamenco", "--source", shot["source"], "--target", shot["plate"], "--output",
                     str(tmp_path / "farm"), "--chunk-size", "2", "--job", str(tmp_path / "job" / "job.json"),
-                    "--manager", f"http://127.0.0.1:{server.server_address[1]}")
-    finally:
-        server.shutdown()
-        server.server_close()
+                    "--manager", manager.url)
     assert r.returncode == 0, r.stderr
-    assert "submitted job 3f1e1c1a-job" in r.stdout
-    (path, content_type, doc), = _Manager.received
-    assert path == "/api/v3/jobs" and content_type == "application/json"
+    assert re.search(r"submitted job [0-9a-f-]{36} ", r.stdout), r.stdout
+    assert manager.requests == [("GET", "/api/v3/jobs/type/face-fusion-engine"), ("POST", "/api/v3/jobs")]
+    (doc,) = manager.jobs
+    assert doc.pop("type_etag") == manager.job_types["face-fusion-engine"]["etag"]
     assert doc == json.loads((tmp_path / "job" / "job.json").read_text())
     assert doc["type"] == "face-fusion-engine" and doc["settings"]["frames"] == "1-6"
-    job_type = _node(ENGINE_JOB, "job-type")
     assert set(doc["settings"]) == {s["key"] for s in job_type["settings"]}
     tasks = _compile(ENGINE_JOB, doc["settings"], tmp_path)["tasks"]
     assert [t["name"] for t in tasks] == ["analyse-shot", "render-1-2", "render-3-4", "render-5-6"]
@@ -143,6 +121,32 @@ def test_engine_job_submitted_and_run_on_a_worker_equals_a_single_run(tmp_path):
             str(tmp_path / "single" / f"facefusion.{f:04d}.exr"))[0]
         assert sorted(a) == sorted(b) and "Face1.A" in a
         assert all(np.array_equal(a[n].view(np.uint32), b[n].view(np.uint32)) for n in a), f
+
+
+def test_a_submission_the_manager_refuses_or_cannot_take_says_why(tmp_path):
+    """Job type not installed, the Manager's error body, no Manager at all: each named, exit 2, the JSON kept."""
+    shot = farm_shot(tmp_path / "shot", 2, (160, 90), shots.CameraMove())
+
+    def submit(url: str) -> subprocess.CompletedProcess:
+        return run_cli("farm", "flamenco", "--source", shot["source"], "--target", shot["plate"], "--output",
+                       str(tmp_path / "farm"), "--job", str(tmp_path / "job.json"), "--manager", url)
+
+    with ManagerStandIn({}) as manager:
+        r = submit(manager.url)
+    assert r.returncode == 2 and "has no job type 'face-fusion-engine'" in r.stderr, r.stderr
+    assert "packaging/flamenco/face_fusion_engine.js" in r.stderr and str(tmp_path / "job.json") in r.stderr
+    assert manager.requests == [("GET", "/api/v3/jobs/type/face-fusion-engine")]
+    with ManagerStandIn({"face-fusion-engine": _node(ENGINE_JOB, "job-type")},
+                        fail_with=(400, "frame range \"x\" is not understood")) as manager:
+        r = submit(manager.url)
+    assert r.returncode == 2 and 'refused the job (HTTP 400: frame range "x" is not understood)' in r.stderr, r.stderr
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = submit(f"http://127.0.0.1:{port}")
+    assert r.returncode == 2 and f"cannot reach the Flamenco Manager at http://127.0.0.1:{port}" in r.stderr
+    assert "Traceback" not in r.stderr and json.loads((tmp_path / "job.json").read_text())["type"] == \
+        "face-fusion-engine"
 
 
 SAVE_SCENE = """
@@ -171,28 +175,33 @@ def test_blender_job_type_for_a_saved_scene(tmp_path):
                        timeout=300, env=dict(os.environ, BLENDER_USER_RESOURCES=str(tmp_path / "user")))
     assert r.returncode == 0, r.stderr[-2000:]
     evaluated = json.loads(r.stdout.strip().splitlines()[-1])
-    assert evaluated == {"frames": "1-48", "render_output": str(tmp_path / "shots" / "render" / "sh010_")}
+    assert evaluated == {"frames": "1-48", "render_output": str(tmp_path / "shots" / "render" / "sh010_"),
+                         "scene": "Scene"}
     settings = {s["key"]: s.get("default") for s in job_type["settings"] if "default" in s}
     settings.update(evaluated, blendfile=blend, chunk_size=16)
     tasks = _compile(BLENDER_JOB, settings, tmp_path)["tasks"]
     assert [t["name"] for t in tasks] == ["analyse-shot", "render-1-16", "render-17-32", "render-33-48"]
     assert all(t["type"] == "blender" for t in tasks)
     assert tasks[0]["dependencies"] == [] and all(t["dependencies"] == ["analyse-shot"] for t in tasks[1:])
-    cache = str(tmp_path / "shots" / "render" / "face-fusion-analysis")
+    analyses = str(tmp_path / "shots" / "render" / "face-fusion-analysis")
     for t in tasks:
         (cmd,) = t["commands"]
         p = cmd["parameters"]
-        assert cmd["name"] == "blender-render" and p["blendfile"] == blend and p["exe"] == "{blender}"
+        # Flamenco's blender-render command: exe, exeArgs, argsBefore, blendfile, args (worker/command_blender.go)
+        assert cmd["name"] == "blender-render" and set(p) == {"exe", "exeArgs", "argsBefore", "blendfile", "args"}
+        assert p["blendfile"] == blend and p["exe"] == "{blender}" and p["exeArgs"] == "{blenderArgs}"
+        assert p["args"][:4] == ["--scene", "Scene", "--python-exit-code", "1"]
         env = p["args"][p["args"].index("--") + 1:]
         assert dict(zip(env[0::2], env[1::2], strict=True)) == {
-            "FACE_FUSION_CACHE_DIR": cache, "FACE_FUSION_ENGINE_PYTHON": "{facefusion_python}",
+            "FACE_FUSION_FARM_ANALYSIS": analyses, "FACE_FUSION_ENGINE_PYTHON": "{facefusion_python}",
             "FACE_FUSION_ENGINE_ROOT": "{facefusion_root}"}
-    expr = tasks[0]["commands"][0]["parameters"]["args"][1]
-    assert expr.endswith("bpy.ops.facefusion.bake(frame_start=1, frame_end=1)")
-    assert [t["commands"][0]["parameters"]["args"][3] for t in tasks[1:]] == ["1..16", "17..32", "33..48"]
+    args = tasks[0]["commands"][0]["parameters"]["args"]
+    assert args[4] == "--python-expr" and args[5].endswith("import bpy; bpy.ops.facefusion.farm_analyse()")
+    assert [t["commands"][0]["parameters"]["args"][6:8] for t in tasks[1:]] == [
+        ["--render-frame", "1..16"], ["--render-frame", "17..32"], ["--render-frame", "33..48"]]
     # the setup expression is valid Python and sets the engine's environment from the arguments after "--"
-    setup = tasks[1]["commands"][0]["parameters"]["args"][1]
     args = tasks[1]["commands"][0]["parameters"]["args"]
-    r = subprocess.run([sys.executable, "-c", setup + "; print(os.environ['FACE_FUSION_CACHE_DIR'])",
+    setup = args[args.index("--python-expr") + 1]
+    r = subprocess.run([sys.executable, "-c", setup + "; print(os.environ['FACE_FUSION_FARM_ANALYSIS'])",
                         *args[args.index("--"):]], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and r.stdout.strip() == cache, r.stderr
+    assert r.returncode == 0 and r.stdout.strip() == analyses, r.stderr

@@ -1,6 +1,6 @@
 """``python -m engine farm flamenco``: a Flamenco job of the type ``face-fusion-engine``
 (``packaging/flamenco/face_fusion_engine.js``) for one shot, written as the JSON Flamenco Manager's REST API takes
-(``POST /api/v3/jobs``) and, given ``--manager URL``, submitted.
+(``POST /api/v3/jobs``) and, given ``--manager URL``, submitted (``flamenco_api``: the job type checked first).
 
 The engine's Python and folder default to the Manager's two-way variables ``{facefusion_python}`` and
 ``{facefusion_root}``; every path is made absolute on this machine and ``submitter_platform`` says which platform
@@ -10,14 +10,12 @@ they are written for, so the Manager maps them for each worker.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import urllib.error
-import urllib.request
 from typing import Any
 
 from engine.errors import EngineError
+from engine.farm import flamenco_api
 from engine.farm.openjd import add_shot_options, shot_values, write_json
 
 JOB_TYPE = "face-fusion-engine"  # Flamenco names a job type after its script file, '_' read as '-'
@@ -60,18 +58,9 @@ def write_job(args: argparse.Namespace) -> int:
         print(f"wrote the Flamenco job {path}; submit it with:\n  curl -X POST -H 'Content-Type: application/json' "
               f"--data @{path} http://MANAGER:8080/api/v3/jobs")
         return 0
-    url = args.manager.rstrip("/") + "/api/v3/jobs"
-    request = urllib.request.Request(url, data=json.dumps(doc).encode(), method="POST",
-                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            reply = json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")[:500]
-        raise EngineError(f"Flamenco Manager {url} refused the job ({exc.code}: {detail})",
-                          f"check that {JOB_TYPE} is installed in the Manager's scripts folder") from exc
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise EngineError(f"cannot submit to Flamenco Manager {url} ({exc})",
-                          f"check the URL, or submit {path} by hand") from exc
+        reply = flamenco_api.submit(args.manager, doc)
+    except flamenco_api.ManagerError as exc:
+        raise EngineError(exc.what, f"{exc.todo}; the job's JSON is {path}") from exc
     print(f"submitted job {reply.get('id', '?')} ({doc['name']}) to {args.manager}; its JSON is in {path}")
     return 0

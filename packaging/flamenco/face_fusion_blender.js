@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 //
 // Flamenco job type "Face Fusion (Blender scene)": a saved .blend with Face Fusion strips or Compositor nodes.
-// Task "analyse-shot" bakes the first frame headless (`bpy.ops.facefusion.bake`), which analyses each plate it
-// touches once and stores the analysis in a folder next to the render output; the render tasks then run
-// `blender -b` over frame chunks, where the add-on's batch-render handlers bake each chunk's frames with the
-// engine, reading the shot analysis from that folder, before Blender renders them.
+// Task "analyse-shot" runs `bpy.ops.facefusion.farm_analyse()` headless, which writes one shot analysis file per
+// Face Fusion strip or node into the job's analysis folder next to the render output (each names its plate relative
+// to itself, so a worker that mounts the storage elsewhere still finds it current). The render tasks then run
+// `blender -b` over frame chunks, where the add-on's batch-render handlers bake each frame with the engine, every
+// bake reading its target's analysis file and never analysing: a missing or stale file fails the task with the
+// engine's message (`--python-exit-code 1` and the add-on's exit status 1), no frame rendered.
 //
-// Install: copy into the `scripts` folder next to the flamenco-manager executable. The engine's Python and folder
-// come from the Manager's two-way variables `facefusion_python` and `facefusion_root` (or the job settings).
-// Runs in the Manager's goja engine: plain ES2015, no modules.
+// Install: copy into the `scripts` folder next to the flamenco-manager executable; the workers' Blender needs the
+// Face Fusion extension. The engine's Python and folder come from the Manager's two-way variables
+// `facefusion_python` and `facefusion_root` (or the job settings).
+// Commands: Flamenco's `blender-render` (parameters exe, exeArgs, argsBefore, blendfile, args: the worker runs
+// exe + exeArgs + argsBefore + blendfile + args). Runs in the Manager's goja engine: plain ES2015, no modules.
 
 const JOB_TYPE = {
     label: "Face Fusion (Blender scene)",
@@ -28,6 +32,8 @@ const JOB_TYPE = {
           description: "Engine models folder on the workers (empty: the engine's default)" },
         { key: "consent_file", type: "string", default: "", visible: "submission",
           description: "The shot's consent store for the engine (empty: the workers' own)" },
+        { key: "scene", type: "string", required: true, eval: "C.scene.name", visible: "web",
+          description: "The scene to analyse and render" },
         // Filled in by the Flamenco add-on:
         { key: "blendfile", type: "string", required: true, visible: "web", description: "The .blend to render" },
     ],
@@ -43,13 +49,10 @@ function compileJob(job) {
     if (chunks.length === 0) {
         throw `no frames to render in "${s.frames}"`;
     }
-    const first = parseInt(String(chunks[0]).split(/[-,]/)[0], 10);
     const env = engineEnvironment(s);
 
     const analyse = author.Task("analyse-shot", "blender");
-    analyse.addCommand(blender(s, [
-        "--python-expr", `${SETUP}; import bpy; bpy.ops.facefusion.bake(frame_start=${first}, frame_end=${first})`,
-    ], env));
+    analyse.addCommand(blender(s, ["--python-expr", `${SETUP}; import bpy; bpy.ops.facefusion.farm_analyse()`], env));
     job.addTask(analyse);
 
     for (const chunk of chunks) {
@@ -60,19 +63,21 @@ function compileJob(job) {
     }
 }
 
+// A Python error (the analysis failing, the setup) ends Blender with status 1 instead of 0, so the task fails.
 function blender(s, args, env) {
+    const scene = s.scene ? ["--scene", s.scene] : [];
     return author.Command("blender-render", {
         exe: "{blender}",
         exeArgs: "{blenderArgs}",
         argsBefore: [],
         blendfile: s.blendfile,
-        args: args.concat(["--"], env),
+        args: scene.concat(["--python-exit-code", "1"], args, ["--"], env),
     });
 }
 
 function engineEnvironment(s) {
-    const cache = path.join(path.dirname(s.render_output), "face-fusion-analysis");
-    const env = ["FACE_FUSION_CACHE_DIR", cache, "FACE_FUSION_ENGINE_PYTHON", s.engine_python,
+    const analyses = path.join(path.dirname(s.render_output), "face-fusion-analysis");
+    const env = ["FACE_FUSION_FARM_ANALYSIS", analyses, "FACE_FUSION_ENGINE_PYTHON", s.engine_python,
                  "FACE_FUSION_ENGINE_ROOT", s.engine_root];
     const optional = [["FACE_FUSION_MODELS_DIR", s.models_dir], ["FACE_FUSION_CONSENT_FILE", s.consent_file]];
     for (const pair of optional) {
