@@ -22,7 +22,7 @@ bpy = pytest.importorskip("bpy")
 WORKER = """
 import json, runpy, sys, bpy
 blend, script, scene_name, frames, extra = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
-render = ["-f", frames] if frames else []
+render = ["-S", scene_name, "-f", frames] if frames else []  # the file holds the other tests' scenes too
 bpy.ops.wm.open_mainfile(filepath=blend)
 assert "bl_ext.user_default.face_fusion" not in bpy.context.preferences.addons  # factory preferences: no extension
 scene = bpy.data.scenes[scene_name]
