@@ -82,6 +82,15 @@ def grant(target: Target, note: str, who: str) -> dict[str, Any]:
     return entry
 
 
+def revoke(target: Target, who: str) -> str:
+    """Withdraw the confirmation of the target's source identity: in the engine's store (recorded even where it
+    held none, so that copies in other project files no longer count on this machine) and from the .blend."""
+    specs = sources.source_specs(target.settings)
+    res = session.get(_cache_root(target)).consent(specs, action="revoke", who=who)
+    forget(target.scene, res["identity"])
+    return str(res["identity"])
+
+
 def unconfirmed(targets: list[Target]) -> list[Status]:
     """The targets whose source identity has no confirmation. A confirmation the engine found in its own store but
     the .blend lacks is copied into it on the way (main thread), so the saved file carries it to the farm."""

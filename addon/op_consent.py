@@ -15,6 +15,7 @@ from typing import Any
 import bpy
 
 from . import consent, lookup, plates, session
+from .op_common import OwnerOp
 from .targets import Target
 
 THEN = [("NONE", "Nothing", "Only record the confirmation"), ("BAKE", "Bake", "Bake once confirmed"),
@@ -51,6 +52,13 @@ def ask(context: Any, then: str, **props: Any) -> set[str] | None:
         status.target.settings.last_report_level = "WARNING"
     open_dialog(then=then, identities=_identities(missing), **props)
     return {"CANCELLED"}  # this bake/preview does nothing; the dialog starts it again once confirmed
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""
 
 
 def _identities(missing: list[consent.Status]) -> str:
@@ -92,11 +100,7 @@ class FACEFUSION_OT_consent(bpy.types.Operator):
                 self.report({"INFO"}, "Face Fusion: consent is recorded for every source identity here")
                 return {"FINISHED"}
             self.identities = _identities(missing)
-        if not self.who:
-            try:
-                self.who = getpass.getuser()
-            except (KeyError, OSError):
-                pass
+        self.who = self.who or _user()
         return context.window_manager.invoke_props_dialog(self, width=520)
 
     def draw(self, context: Any) -> None:
@@ -152,6 +156,33 @@ class FACEFUSION_OT_consent(bpy.types.Operator):
             bpy.ops.facefusion.preview(mode, **owner)
 
 
+class FACEFUSION_OT_consent_revoke(OwnerOp, bpy.types.Operator):
+    """Withdraw the consent for this strip's/node's source identity: its renders and previews stop until it is
+    confirmed again (removed from the .blend, recorded as revoked in the engine's store)"""
+
+    bl_idname = "facefusion.consent_revoke"
+    bl_label = "Revoke Consent"
+
+    def invoke(self, context: Any, event: Any) -> set[str]:
+        return context.window_manager.invoke_confirm(self, event)
+
+    def execute(self, context: Any) -> set[str]:
+        owner = self.owner(context)
+        if owner is None:
+            return {"CANCELLED"}
+        target = lookup.target_of(owner)
+        who = _user()  # recorded with the revocation
+        try:
+            identity = consent.revoke(target, who)
+        except FAILURES as exc:
+            self.report({"ERROR"}, f"Face Fusion: consent not revoked: {exc}")
+            return {"CANCELLED"}
+        text = f"Face Fusion: consent for source identity {identity[:12]} revoked: renders of it stop"
+        target.settings.last_report, target.settings.last_report_level = text, "WARNING"
+        self.report({"WARNING"}, text)
+        return {"FINISHED"}
+
+
 def draw_state(layout: Any, target: Target) -> None:
     """The panel's lines: the confirmations saved with this .blend, and a button to give one now."""
     saved = consent.records(target.scene)
@@ -162,11 +193,15 @@ def draw_state(layout: Any, target: Target) -> None:
         col.label(text=f"Consent: {rec['who']}, {rec['when'][:10]}: {rec['note']}", icon="CHECKMARK")
     if len(saved) > 3:
         col.label(text=f"... and {len(saved) - 3} more source identities")
-    op = col.operator("facefusion.consent", text="Confirm Consent...", icon="USER")
-    setattr(op, target.owner_arg, target.owner.name)
+    row = col.row(align=True)
+    setattr(row.operator("facefusion.consent", text="Confirm Consent...", icon="USER"), target.owner_arg,
+            target.owner.name)
+    if saved:
+        setattr(row.operator("facefusion.consent_revoke", text="Revoke", icon="X"), target.owner_arg,
+                target.owner.name)
 
 
-CLASSES = (FACEFUSION_OT_consent,)
+CLASSES = (FACEFUSION_OT_consent, FACEFUSION_OT_consent_revoke)
 
 
 def register() -> None:

@@ -113,9 +113,13 @@ def grant(identity: str, note: str, who: str | None = None) -> dict[str, Any]:
     return _update(change)
 
 
-def revoke(identity: str, who: str | None = None) -> dict[str, Any] | None:
+def revoke(identity: str, who: str | None = None, even_unknown: bool = False) -> dict[str, Any] | None:
+    """Withdraw the identity's confirmation. ``even_unknown``: record the revocation even where this store holds
+    none (it then beats copies carried in project files, e.g. a .blend's)."""
     def change(data: dict[str, Any]) -> dict[str, Any] | None:
         entry = data.get(identity)
+        if entry is None and even_unknown:
+            entry = data[identity] = {"identity": identity}
         if entry is not None and "revoked" not in entry:
             entry["revoked"] = {"who": who or _who(), "when": _now()}
         return entry

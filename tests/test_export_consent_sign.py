@@ -71,13 +71,25 @@ def test_consent_is_checked_recorded_and_carried_by_identity_hash(engine, shot, 
     assert list(stored) == [expected] and shot["source"] not in json.dumps(stored)
     assert engine.consent([shot["source"]]).wait(120)["consent"]["note"] == "T. Hanks photo, test release"
     # Revoked here: a copy carried in a file no longer counts.
-    os.environ["FACE_FUSION_CONSENT_FILE"] = str(work / "store" / "consent.json")
-    try:
-        consent.revoke(expected, who="me")
-    finally:
-        os.environ.pop("FACE_FUSION_CONSENT_FILE")
+    assert engine.consent([shot["source"]], action="revoke", who="me").wait(120)["consent"] is None
     after = engine.consent([shot["source"]], consent=[carried]).wait(120)
     assert after["consent"] is None and after["revoked"]["who"] == "me"
+
+
+def test_revoking_an_identity_only_a_project_file_confirms(tmp_path, monkeypatch):
+    """The store never confirmed it (the confirmation came with a .blend): the revocation is recorded all the same
+    and beats the carried copy; the command line's revoke of an unknown identity still refuses."""
+    from engine import consent
+
+    monkeypatch.setenv("FACE_FUSION_CONSENT_FILE", str(tmp_path / "consent.json"))
+    monkeypatch.delenv("FACE_FUSION_CONSENT_ALL", raising=False)
+    carried = [{"identity": "cd" * 32, "who": "a", "when": "2026-11-30T10:00:00+00:00", "note": "release 9"}]
+    assert consent.revoke("cd" * 32) is None and consent.revocation("cd" * 32) is None
+    with consent.given(carried):
+        assert consent.lookup("cd" * 32)["by"] == consent.BY_FILE
+        consent.revoke("cd" * 32, who="b", even_unknown=True)
+        assert consent.lookup("cd" * 32) is None
+    assert consent.revocation("cd" * 32)["who"] == "b"
 
 
 def test_render_and_preview_need_consent_and_accept_the_carried_one(engine, shot, work):

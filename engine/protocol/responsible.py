@@ -1,5 +1,5 @@
-"""Request fields of responsible use (issue 14): the consent a job carries, the ``consent`` kind (check or record a
-confirmation for a source identity) and the ``sign`` kind (a C2PA manifest into files Blender rendered).
+"""Request fields of responsible use (issue 14): the consent a job carries, the ``consent`` kind (check, record or
+revoke a confirmation for a source identity) and the ``sign`` kind (a C2PA manifest into files Blender rendered).
 
 Standard library only: travels in the add-on with the rest of ``protocol``.
 """
@@ -15,7 +15,7 @@ MAX_RECORDS = 256  # consent records one job carries (a scene's source identitie
 MAX_SIGN_FILES = 100_000  # files one sign job covers (the frames of a long render)
 MAX_EXRS_PER_FILE = 64  # Face Fusion EXRs one rendered file was made from (strips/nodes in the frame)
 IDENTITY_RE = re.compile(r"^[0-9a-f]{64}$")
-CONSENT_ACTIONS = ("check", "grant")
+CONSENT_ACTIONS = ("check", "grant", "revoke")
 
 
 def consent_records(msg: dict[str, Any]) -> list[dict[str, str]] | None:

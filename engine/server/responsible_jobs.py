@@ -1,7 +1,7 @@
 """The runners of responsible use (issue 14), with the same arguments as those in ``jobs.py``, which names them:
 
-- ``run_consent``: the source identity of the request's photos (the engine's hash) and its confirmation, or
-  record one (``action: grant``) in the engine's consent store;
+- ``run_consent``: the source identity of the request's photos (the engine's hash) and its confirmation; or
+  record one (``action: grant``) or revoke it (``revoke``) in the engine's consent store;
 - ``run_sign``: sign files Blender rendered with a C2PA manifest (``engine.export.render_sign``);
 - ``carrying_consent``: wraps the render and preview runners so that they accept the confirmations the request
   carries (those saved with the .blend), and a preview, like a render, shows no face without one.
@@ -49,6 +49,8 @@ def run_consent(engines: Any, req: dict[str, Any], image: Any, sources: list[Ima
         if req["action"] == "grant":
             entry = {**consent.grant(identity, req["note"], req["who"] or None), "by": "store"}
         else:
+            if req["action"] == "revoke":
+                consent.revoke(identity, req["who"] or None, even_unknown=True)  # beats copies in .blend files
             entry = consent.lookup(identity)
     return FieldsOnly({"identity": identity, "consent": entry, "revoked": consent.revocation(identity)})
 

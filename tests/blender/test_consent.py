@@ -115,6 +115,14 @@ def test_the_dialog_records_consent_and_the_bake_goes_on(addon, scene, media, ca
     attrs = exr_attributes(os.path.dirname(files[0]), [1])[1]
     assert json.loads(attrs["facefusion:consent"])["who"] == "artist A"
     assert addon.op_consent.ask(ui.context, "BAKE", strip_name=strip.name) is None  # never asked again
+    # Revoke (the panel's button): gone from the .blend, revoked in the engine's store; previews stop, Bake asks again
+    with bpy.context.temp_override(scene=scene):
+        assert bpy.ops.facefusion.consent_revoke("EXEC_DEFAULT", strip_name=strip.name) == {"FINISHED"}
+        assert addon.consent.records(scene) == [] and json.loads(store.read_text())[identity]["revoked"]["when"]
+        with pytest.raises(RuntimeError, match="was revoked on"):
+            bpy.ops.facefusion.preview("EXEC_DEFAULT", strip_name=strip.name)
+    assert addon.op_consent.ask(ui.context, "BAKE", strip_name=strip.name) == {"CANCELLED"}
+    assert any("Consent was revoked on" in d[1] for d in ui.drawn(ui.dialogs[-1]) if d[0] == "label")
 
 
 def test_the_panel_shows_the_saved_consent_and_preview_asks_too(addon, scene, media, cache_dir, store, monkeypatch):
