@@ -22,22 +22,30 @@ function task(name, type) {
     };
 }
 
-// Frame list "1-10, 12" in chunks of `size` frames, each chunk written as comma-separated runs "a-b".
+// Flamenco's frameChunker (internal/manager/job_compilers/js_globals.go and its tests): the frames of a list such as
+// "1-10, 20..25, 40" (either range notation, whitespace ignored, each frame once, in order) in chunks of `size`;
+// each chunk written with "a-b" for runs of three frames or more and single frames (so two-frame runs as "9,10"),
+// joined by ",". An empty list or a size below 1 is an error.
 function frameChunker(frames, size) {
-    const all = [];
-    for (const part of String(frames).split(",")) {
-        const m = part.trim().match(/^(\d+)(?:-(\d+))?$/);
-        if (!m) throw new Error(`frameChunker: cannot parse "${part}"`);
-        for (let f = +m[1]; f <= +(m[2] === undefined ? m[1] : m[2]); f++) all.push(f);
+    if (!(size >= 1)) throw new Error(`invalid chunk size, must be positive number: ${size}`);
+    const seen = new Set();
+    for (const part of String(frames).replace(/\.\./g, "-").split(",")) {
+        const ends = part.split("-").map((x) => x.trim());
+        if (ends.length > 2 || ends.some((x) => !/^-?\d+$/.test(x))) {
+            throw new Error(`frameChunker: invalid range "${frames}": "${part}"`);
+        }
+        for (let f = +ends[0]; f <= +ends[ends.length - 1]; f++) seen.add(f);
     }
+    const all = [...seen].sort((a, b) => a - b);
+    if (all.length === 0) throw new Error(`frameChunker: invalid range "${frames}": empty range`);
     const chunks = [];
-    for (let i = 0; i < all.length; i += Math.max(1, size)) {
+    for (let i = 0; i < all.length; i += size) {
         const runs = [];
-        for (const f of all.slice(i, i + Math.max(1, size))) {
+        for (const f of all.slice(i, i + size)) {
             const last = runs[runs.length - 1];
             if (last && last[1] === f - 1) last[1] = f; else runs.push([f, f]);
         }
-        chunks.push(runs.map(([a, b]) => (a === b ? `${a}` : `${a}-${b}`)).join(","));
+        chunks.push(runs.map(([a, b]) => (b - a >= 2 ? `${a}-${b}` : a === b ? `${a}` : `${a},${b}`)).join(","));
     }
     return chunks;
 }

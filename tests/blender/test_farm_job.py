@@ -127,7 +127,7 @@ def test_the_job_written_for_a_saved_scene_compiles_to_analysis_then_chunks(inst
     assert doc["type"] == "face-fusion-blender" and doc["settings"]["blendfile"] == blend
     assert doc["settings"]["render_output"] == str(tmp_path / "studio" / "sh010" / "render" / "sh010_")
     tasks = _compile(str(job_file))
-    assert [t["name"] for t in tasks] == ["analyse-shot", "render-1-2", "render-3-4", "render-5"]
+    assert [t["name"] for t in tasks] == ["analyse-shot", "render-1,2", "render-3,4", "render-5"]
     assert all(t["dependencies"] == ["analyse-shot"] for t in tasks[1:])
     args = tasks[0]["commands"][0]["parameters"]["args"]
     assert args[:4] == ["--scene", "Scene", "--python-exit-code", "1"]
