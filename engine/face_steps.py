@@ -14,7 +14,7 @@ import numpy as np
 from engine import track_models
 from engine.io import colour
 from engine.records import Crop, JobContext, PendingFrame, SwappedFace
-from engine.stages import colour_match, geometry68, masks, refine, registry
+from engine.stages import colour_match, geometry68, masks, mesh_warp, refine, registry
 from engine.stages.align import crop_matrix, crop_size_for, transform_points, warp_crop
 from engine.stages.contracts import Face, SwapInput
 from engine.stages.occlusion_classic import occlusion_matte
@@ -61,7 +61,9 @@ def align(ctx: JobContext, selected: dict[int, list[Face]], frames: list[int]
 def swap(ctx: JobContext, crops: list[Crop]) -> Swapped:
     def call(group: list[Crop]):
         batch = SwapInput(crops=np.stack([c.target for c in group]), landmarks=[c.lm for c in group],
-                          matrices=np.stack([c.m for c in group]), face_sizes=np.array([c.face.size for c in group]))
+                          matrices=np.stack([c.m for c in group]), face_sizes=np.array([c.face.size for c in group]),
+                          meshes=[None if c.face.mesh468 is None else mesh_warp.to_crop(c.face.mesh468, c.m)
+                                  for c in group])
         return ctx.swapper.swap(batch, ctx.identity)
 
     groups = [crops] if ctx.swapper.size else [[c] for c in crops]  # varying sizes: one call per face

@@ -13,7 +13,7 @@ from engine.errors import EngineError
 from engine.io import colour
 from engine.io.plates import Plate
 from engine.job import ImageInput
-from engine.stages import geometry68
+from engine.stages import geometry68, mesh_warp
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, transform_points, warp_crop
 from engine.stages.contracts import Face, SourceFace, SourceIdentity
 
@@ -95,8 +95,9 @@ class SourceTexture:
         self._factory = upscaler_factory
         self._upscaler = None
         self.max_steps = max_steps
-        self._scaled: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._scaled: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]] = {}
         self._crops: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._meshes: dict[tuple[int, int], np.ndarray | None] = {}
 
     def steps_for(self, target_face_size: float) -> int:
         if self._factory is None:
@@ -106,12 +107,12 @@ class SourceTexture:
             return 0
         return int(min(self.max_steps, math.ceil(math.log2(ratio))))
 
-    def _image(self, steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(image, 68 landmarks, kps5) of the source region at 2**steps scale."""
+    def _image(self, steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """(image, 68 landmarks, kps5, 468-point mesh or None) of the source region at 2**steps scale."""
         if steps not in self._scaled:
             face = self.source.face
             if steps == 0:
-                self._scaled[0] = (self.source.image_srgb, face.landmarks68, face.kps5)
+                self._scaled[0] = (self.source.image_srgb, face.landmarks68, face.kps5, face.mesh468)
             else:
                 # Upscale only a generous region around the face: the crop never reaches further.
                 img = self.source.image_srgb
@@ -128,14 +129,25 @@ class SourceTexture:
                 # pixel centres: x_big = (x + 0.5) * k - 0.5
                 lm = (face.landmarks68 - offset + 0.5) * k - 0.5
                 kp = (face.kps5 - offset + 0.5) * k - 0.5
-                self._scaled[steps] = (big, lm, kp)
+                mesh = None
+                if face.mesh468 is not None:
+                    mesh = np.asarray(face.mesh468, np.float64).copy()
+                    mesh[:, :2] = (mesh[:, :2] - offset + 0.5) * k - 0.5
+                    mesh[:, 2:] *= k
+                self._scaled[steps] = (big, lm, kp, mesh)
         return self._scaled[steps]
 
     def get(self, size: int, target_face_size: float) -> tuple[np.ndarray, np.ndarray]:
         steps = self.steps_for(target_face_size)
         key = (steps, size)
         if key not in self._crops:
-            img, lm, kp = self._image(steps)
+            img, lm, kp, mesh = self._image(steps)
             m = crop_matrix(kp, FFHQ_TEMPLATE, size)
             self._crops[key] = (warp_crop(img, m, size), geometry68.with_forehead(transform_points(m, lm)))
+            self._meshes[key] = None if mesh is None else mesh_warp.to_crop(mesh, m)
         return self._crops[key]
+
+    def mesh(self, size: int, target_face_size: float) -> np.ndarray | None:
+        """The source's (468, 3) mesh in the crop ``get`` gives for the same arguments (None without a mesh)."""
+        self.get(size, target_face_size)
+        return self._meshes[(self.steps_for(target_face_size), size)]

@@ -95,6 +95,8 @@ class SwapInput:
     landmarks: list[np.ndarray | None]  # per crop (68, 2) target landmarks in crop pixels, if known
     matrices: np.ndarray  # (N, 2, 3) frame -> crop affine of each crop
     face_sizes: np.ndarray  # (N,) target face size in frame pixels (for super-resolution decisions)
+    # per crop (468, 3) MediaPipe mesh in crop pixels (z scaled alike), when the landmarker measured it
+    meshes: list[np.ndarray | None] | None = None
 
 
 @dataclass

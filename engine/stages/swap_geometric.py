@@ -1,6 +1,8 @@
 """The built-in geometric swapper: the source face warped onto the target's landmark geometry.
 
-Piecewise affine over a fixed triangulation of 68 landmarks plus 10 forehead points, done as one dense remap.
+Piecewise affine over a fixed triangulation, done as one dense remap: over MediaPipe's 468-point mesh when both the
+source photo and the target face have it (engine/stages/mesh_warp.py), else over 68 landmarks plus 10 forehead
+points (landmarkers without a mesh: dlib, 2dfan4, 2d106).
 Works everywhere, on the CPU, with no download. Optionally keeps the target's own mouth and eye openings, so
 blinks and speech survive the swap. Only the source photo's own face is used: its source-region mask
 (skin and features, not hair, backdrop, ears or glasses) is warped with the face and narrows the matte.
@@ -14,9 +16,11 @@ from typing import Any
 import cv2
 import numpy as np
 
-from engine.stages import geometry68
+from engine.stages import geometry68, mesh_warp
+from engine.stages import mesh_regions as mr
 from engine.stages.align import FFHQ_TEMPLATE, similarity, transform_points
 from engine.stages.contracts import SourceIdentity, SwapInput, SwapOutput
+from engine.stages.mesh_warp import eye_with_opening
 from engine.stages.source_region import source_region_mask
 
 # With keep_eyes_mouth, the eye openings are warped onto the target's eye contour (blinks and squints follow)
@@ -26,6 +30,8 @@ from engine.stages.source_region import source_region_mask
 KEEP_EYES = False
 # (crop size, target face size in plate pixels) -> (source crop sRGB (S, S, 3), source points (78, 2) in crop)
 SourceProvider = Callable[[int, float], tuple[np.ndarray, np.ndarray]]
+# (crop size, target face size) -> the source's (468, 3) mesh in that crop, or None (a landmarker without a mesh)
+MeshProvider = Callable[[int, float], np.ndarray | None]
 
 
 class GeometricSwapper:
@@ -33,37 +39,60 @@ class GeometricSwapper:
     size = 0  # any: the crop size follows the target face
 
     def __init__(self, entry: Any, runtime: Any = None, *, source_texture: SourceProvider,
-                 keep_eyes_mouth: bool = True, shape_transfer: float = 0.8) -> None:
+                 keep_eyes_mouth: bool = True, shape_transfer: float = 0.8,
+                 source_mesh: MeshProvider | None = None) -> None:
         self.id = entry.id
         self._source = source_texture
+        # The job offers the texture's bound ``get``; its SourceTexture also has the mesh at the same crop.
+        self._source_mesh = source_mesh or getattr(getattr(source_texture, "__self__", None), "mesh", None)
         self.keep_eyes_mouth = keep_eyes_mouth
         self.shape_transfer = shape_transfer
         # per source image (by id), like the region: a triangulation of whichever face a job saw first would make
         # a frame's pixels depend on the job's frame range (Delaunay picks differently on near-cocircular points)
         self._tris: dict[int, np.ndarray] = {}
+        self._mesh_tris: dict[int, np.ndarray] = {}
+        self.last_path = ""  # "mesh" or "68": which warp the last face took (tests, reports)
         self._region: dict[int, np.ndarray] = {}  # per source crop (by id): where it shows its own face
 
     def swap(self, batch: SwapInput, source: SourceIdentity) -> SwapOutput:
         out = np.empty_like(batch.crops)
         keep = np.zeros(batch.crops.shape[:3], np.float32)
         region = np.zeros(batch.crops.shape[:3], np.float32)
-        for i, (crop, lm) in enumerate(zip(batch.crops, batch.landmarks, strict=True)):
+        meshes = batch.meshes if batch.meshes is not None else [None] * len(batch.crops)
+        for i, (crop, lm, mesh) in enumerate(zip(batch.crops, batch.landmarks, meshes, strict=True)):
             if lm is None:
                 raise ValueError("the geometric swapper needs 68 target landmarks")
-            out[i], keep[i], region[i] = self.swap_one(crop, lm, float(batch.face_sizes[i]))
+            out[i], keep[i], region[i] = self.swap_one(crop, lm, float(batch.face_sizes[i]), mesh)
         return SwapOutput(crops=out, keep=keep, source_region=region)
 
-    def swap_one(self, target: np.ndarray, target_lm68: np.ndarray, face_size: float
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def swap_one(self, target: np.ndarray, target_lm68: np.ndarray, face_size: float,
+                 target_mesh: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(swapped crop, mask of target features to restore after the lighting step, source-region mask: where
         the swap shows the source's own face; 0 on its hair, backdrop, ears and outside the warped mesh)."""
         size = target.shape[0]
         src_img, src_pts = self._source(size, face_size)
-        dst_pts = geometry68.with_forehead(self._blend_shape(target_lm68, src_pts[:68]))
-        tris = self._tris.get(id(src_img))
-        if tris is None:
-            tris = self._tris[id(src_img)] = geometry68.triangulate(src_pts)
-        map_x, map_y, inside = piecewise_affine_maps(src_pts, dst_pts, tris, size)
+        src_mesh = None
+        if target_mesh is not None and self._source_mesh is not None:
+            src_mesh = self._source_mesh(size, face_size)
+        if src_mesh is not None:
+            self.last_path = "mesh"
+            dst = mesh_warp.destination(target_mesh, src_mesh, self.shape_transfer, self.keep_eyes_mouth)
+            tris = self._mesh_tris.get(id(src_img))
+            if tris is None:
+                tris = self._mesh_tris[id(src_img)] = mesh_warp.triangulate(src_mesh)
+            order = mesh_warp.paint_order(src_mesh, dst, np.asarray(target_mesh)[:, 2], tris)
+            map_x, map_y, inside = piecewise_affine_maps(src_mesh[:, :2], dst, tris[order], size)
+            scale = mr.face_scale(dst)
+            seen = mesh_warp.visibility_map(dst, tris, order, mesh_warp.source_visibility(src_mesh, tris), size,
+                                            0.02 * scale)
+        else:
+            self.last_path = "68"
+            dst_pts = geometry68.with_forehead(self._blend_shape(target_lm68, src_pts[:68]))
+            tris = self._tris.get(id(src_img))
+            if tris is None:
+                tris = self._tris[id(src_img)] = geometry68.triangulate(src_pts)
+            map_x, map_y, inside = piecewise_affine_maps(src_pts, dst_pts, tris, size)
+            scale = geometry68.face_scale(dst_pts)
         warped = cv2.remap(src_img, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         result = np.where(inside[..., None], warped, target).astype(np.float32)
         # The source photo's own face (not its fringe, backdrop or glasses), warped with the same maps.
@@ -71,9 +100,13 @@ class GeometricSwapper:
         if region is None:
             region = self._region[id(src_img)] = source_region_mask(src_img, src_pts[:68])
         region = cv2.remap(region, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * inside
+        if src_mesh is not None:  # where the photo sees the face edge-on or not at all, the plate's face stays
+            region = region * seen
         keep = np.zeros((size, size), np.float32)
-        if self.keep_eyes_mouth:
-            keep = _eyes_mouth_mask(target_lm68, size, geometry68.face_scale(dst_pts), eyes=KEEP_EYES)
+        if self.keep_eyes_mouth and src_mesh is not None:
+            keep = mesh_mouth_mask(target_mesh, size, scale, eyes=KEEP_EYES)
+        elif self.keep_eyes_mouth:
+            keep = _eyes_mouth_mask(target_lm68, size, scale, eyes=KEEP_EYES)
         return result, keep, np.clip(region, 0.0, 1.0).astype(np.float32)
 
     def _blend_shape(self, target: np.ndarray, source: np.ndarray) -> np.ndarray:
@@ -100,24 +133,9 @@ class GeometricSwapper:
         return target + alpha[:, None] * (aligned - target)
 
 
-def eye_with_opening(target_eye: np.ndarray, source_eye: np.ndarray) -> np.ndarray:
-    """(6, 2) eye points with the source eye's corners (points 0 and 3) and the target eye's lids: the target's eye
-    moved by the two-point similarity that takes its corners onto the source's, so its opening, relative to its
-    width, is the target's (a closed eye stays closed)."""
-    t, s = np.asarray(target_eye, np.float64), np.asarray(source_eye, np.float64)
-    if t.shape != (6, 2) or s.shape != (6, 2):
-        raise ValueError(f"eye points have shapes {t.shape} and {s.shape}; pass the 6 points of one eye (36-41)")
-    a, b = complex(*t[0]), complex(*t[3])
-    c, d = complex(*s[0]), complex(*s[3])
-    if abs(b - a) < 1e-9:
-        return t.copy()
-    k = (d - c) / (b - a)  # rotation and scale as one complex factor
-    z = (t[:, 0] + 1j * t[:, 1] - a) * k + c
-    return np.stack([z.real, z.imag], axis=1)
-
-
 def piecewise_affine_maps(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, size: int):
-    """For each crop pixel inside the destination mesh: where to sample the source (backward mapping)."""
+    """For each crop pixel inside the destination mesh: where to sample the source (backward mapping). Triangles
+    are painted in the order given: where two overlap, the later one wins."""
     index = np.full((size, size), -1, np.int32)
     mats = np.zeros((len(tris), 2, 3), np.float64)
     for t, (a, b, c) in enumerate(tris):
@@ -158,6 +176,20 @@ def _eyes_mouth_mask(lm68: np.ndarray, size: int, scale: float, eyes: bool = Tru
                                                                              0.04 * scale))
     mask = geometry68.feature_mask(lm68, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE], 0.02 * scale) \
         if eyes else np.zeros_like(mouth)
-    mask = np.maximum(mask, mouth)
+    return _soft(np.maximum(mask, mouth), scale)
+
+
+def _soft(mask: np.ndarray, scale: float) -> np.ndarray:
+    """A kept-feature mask feathered at 0.015 of the face, its core held at 1."""
     sigma = max(0.015 * scale, 0.8)
     return np.clip(cv2.GaussianBlur(mask, (0, 0), sigma) * 1.3, 0.0, 1.0)
+
+
+def mesh_mouth_mask(mesh: np.ndarray, size: int, scale: float, eyes: bool = False) -> np.ndarray:
+    """``_eyes_mouth_mask`` from the mesh's dense contours: the inner-lip ring's own polygon (the opening, not a
+    hull of 8 points) and, as far as the mouth is open, the outer-lip ring's, grown the same way."""
+    inner = mr.polygon_mask(mesh, [mr.LIPS_INNER], size, 0.02 * scale)
+    mouth = np.maximum(inner, mr.mouth_openness(mesh) * mr.polygon_mask(mesh, [mr.LIPS_OUTER], size, 0.04 * scale))
+    if eyes:
+        mouth = np.maximum(mouth, mr.polygon_mask(mesh, [mr.EYE_IMAGE_LEFT, mr.EYE_IMAGE_RIGHT], size, 0.02 * scale))
+    return _soft(mouth, scale)
