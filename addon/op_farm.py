@@ -10,7 +10,9 @@ workers are the Manager's variables ``{facefusion_python}`` and ``{facefusion_ro
 
 *Farm Analysis* (``facefusion.farm_analyse``) is what the job's analysis task runs in ``blender -b``: the shot
 analysis of every Face Fusion strip and node of the scene, one file each, in the job's analysis folder
-(``farm_analysis``), which the render chunks' bakes then read.
+(``farm_analysis``), which the render chunks' bakes then read. *Farm Bake* (``facefusion.farm_bake``) is how a render
+task starts: its frames baked in one engine session, since Blender renders ``--render-frame`` frames one render at a
+time and a batch render lets the engine go after each (so the render handlers alone would start it per frame).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 import bpy
 
-from . import farm_analysis, lookup, plates, prefs
+from . import bake, farm_analysis, lookup, plates, prefs
 from .engine_link import engine_module
 
 JOB_TYPE = "face-fusion-blender"  # Flamenco names a job type after its script file, '_' read as '-'
@@ -133,6 +135,45 @@ class FACEFUSION_OT_farm_analyse(bpy.types.Operator):
         return {"FINISHED"}
 
 
+def frame_runs(frames: str) -> list[tuple[int, int]]:
+    """Flamenco's chunk notation ('1-8', '9,10,20-25'; '..' as well) as contiguous (first, last) runs."""
+    found: set[int] = set()
+    for part in frames.replace("..", "-").split(","):
+        ends = [int(x) for x in part.split("-")] if part.strip() else []  # ValueError names a bad part
+        if not 1 <= len(ends) <= 2:
+            raise ValueError(f"'{part}' is not a frame or a range")
+        found.update(range(ends[0], ends[-1] + 1))
+    runs: list[tuple[int, int]] = []
+    for f in sorted(found):
+        if runs and runs[-1][1] == f - 1:
+            runs[-1] = (runs[-1][0], f)
+        else:
+            runs.append((f, f))
+    return runs
+
+
+class FACEFUSION_OT_farm_bake(bpy.types.Operator):
+    """Farm job's render task: bake the chunk's frames of every Face Fusion strip and node in one engine session
+    (each bake reading its analysis file) before Blender renders them"""
+
+    bl_idname = "facefusion.farm_bake"
+    bl_label = "Farm Bake"
+
+    frames: bpy.props.StringProperty(name="Frames", description="Scene frames, e.g. '1-8' or '9,10,20-25'")
+
+    def execute(self, context: Any) -> set[str]:
+        try:
+            runs = frame_runs(self.frames)
+            targets = lookup.scene_targets(context.scene)
+            for first, last in runs if targets else []:
+                bake.bake_blocking(targets, first, last)
+        except (ValueError, bake.BakeError, plates.PlateError) as exc:
+            print(f"Face Fusion: ERROR: {exc}", file=sys.stderr, flush=True)  # the farm log's line, traceback aside
+            self.report({"ERROR"}, f"Face Fusion: frames {self.frames}: {exc}")
+            return {"CANCELLED"}
+        return {"FINISHED"}
+
+
 def draw_render_menu(self: Any, context: Any) -> None:
     """Render menu: next to Blender's own render entries, where Flamenco's add-on puts its submission too."""
     self.layout.separator()
@@ -147,7 +188,7 @@ def draw_prefs(layout: Any, context: Any) -> None:
     box.prop(prefs.get_prefs(context), "flamenco_manager_url")
 
 
-CLASSES = (FACEFUSION_OT_farm_job, FACEFUSION_OT_farm_analyse)
+CLASSES = (FACEFUSION_OT_farm_job, FACEFUSION_OT_farm_analyse, FACEFUSION_OT_farm_bake)
 _register, _unregister = bpy.utils.register_classes_factory(CLASSES)  # Blender's helper: in order, then reversed
 
 

@@ -199,9 +199,11 @@ def test_blender_job_type_for_a_saved_scene(tmp_path):
     assert args[4] == "--python-expr" and args[5].endswith("import bpy; bpy.ops.facefusion.farm_analyse()")
     assert [t["commands"][0]["parameters"]["args"][6:8] for t in tasks[1:]] == [
         ["--render-frame", "1..16"], ["--render-frame", "17..32"], ["--render-frame", "33..48"]]
+    assert tasks[1]["commands"][0]["parameters"]["args"][5].endswith(
+        "import bpy; bpy.ops.facefusion.farm_bake(frames='1-16')")
     # the setup expression is valid Python and sets the engine's environment from the arguments after "--"
     args = tasks[1]["commands"][0]["parameters"]["args"]
-    setup = args[args.index("--python-expr") + 1]
+    setup = args[args.index("--python-expr") + 1].split("; import bpy;")[0]
     r = subprocess.run([sys.executable, "-c", setup + "; print(os.environ['FACE_FUSION_FARM_ANALYSIS'])",
                         *args[args.index("--"):]], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == analyses, r.stderr

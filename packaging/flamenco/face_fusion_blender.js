@@ -4,9 +4,10 @@
 // Task "analyse-shot" runs `bpy.ops.facefusion.farm_analyse()` headless, which writes one shot analysis file per
 // Face Fusion strip or node into the job's analysis folder next to the render output (each names its plate relative
 // to itself, so a worker that mounts the storage elsewhere still finds it current). The render tasks then run
-// `blender -b` over frame chunks, where the add-on's batch-render handlers bake each frame with the engine, every
-// bake reading its target's analysis file and never analysing: a missing or stale file fails the task with the
-// engine's message (`--python-exit-code 1` and the add-on's exit status 1), no frame rendered.
+// `blender -b` over frame chunks: `bpy.ops.facefusion.farm_bake` bakes the chunk's frames with the engine, every bake
+// reading its target's analysis file and never analysing, then Blender renders them (the add-on's batch-render
+// handlers would bake anything still missing). A missing or stale file fails the task with the engine's message
+// (`--python-exit-code 1`), no frame rendered.
 //
 // Install: copy into the `scripts` folder next to the flamenco-manager executable; the workers' Blender needs the
 // Face Fusion extension. The engine's Python and folder come from the Manager's two-way variables
@@ -57,7 +58,10 @@ function compileJob(job) {
 
     for (const chunk of chunks) {
         const task = author.Task(`render-${chunk}`, "blender");
-        task.addCommand(blender(s, ["--python-expr", SETUP, "--render-frame", chunk.replaceAll("-", "..")], env));
+        // Baked first in one engine session (Blender renders each frame as a render of its own, and the add-on lets
+        // the engine go after each); the chunk holds only digits, "-" and ",".
+        const bakeChunk = `${SETUP}; import bpy; bpy.ops.facefusion.farm_bake(frames='${chunk}')`;
+        task.addCommand(blender(s, ["--python-expr", bakeChunk, "--render-frame", chunk.replaceAll("-", "..")], env));
         task.addDependency(analyse);
         job.addTask(task);
     }
