@@ -53,10 +53,22 @@ def _exrs(scene: Any, frame: int) -> list[str]:
     return found
 
 
+def _written_path(scene: Any, frame: int) -> str:
+    """The file Blender just wrote: an animation frame's (``frame_path``), or a still's (``write_still``: the output
+    path as it is, '#' and all, with the format's extension); the newer of the two when both exist."""
+    render = scene.render
+    animation = bpy.path.abspath(render.frame_path(frame=frame))
+    still = bpy.path.abspath(render.filepath)
+    if render.use_file_extension and not still.lower().endswith(render.file_extension.lower()):
+        still += render.file_extension
+    found = [p for p in (animation, still) if os.path.isfile(p)]
+    return max(found, key=os.path.getmtime) if found else animation
+
+
 def _output(scene: Any, frame: int) -> tuple[str, str]:
     """(the file this frame went to, its extension in what C2PA signs, '' when it cannot carry a manifest)."""
     settings = scene.render.image_settings
-    path = bpy.path.abspath(scene.render.frame_path(frame=frame))
+    path = _written_path(scene, frame)
     if settings.file_format == "FFMPEG":
         return path, SIGNED_CONTAINERS.get(scene.render.ffmpeg.format, "")
     return path, SIGNED_FORMATS.get(settings.file_format, "")

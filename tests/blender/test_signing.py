@@ -136,3 +136,18 @@ def test_an_mp4_render_carries_a_valid_manifest(addon, scene, media, cache_dir):
     assert found["validation_state"] == "Valid" and codes == ["signingCredential.untrusted"], found
     (render,) = {a["label"]: a["data"] for a in found["manifest"]["assertions"]}["org.facefusion.provenance"]["renders"]
     assert len(render["source_identity"]) == 64
+
+
+def test_a_still_written_by_the_render_is_signed(addon, scene, media, cache_dir):
+    """render(write_still=True): the still Blender writes is signed too (``blender -b -f N`` writes an animation
+    frame, the case above)."""
+    face_fusion_shot(addon, scene, media)
+    scene.render.image_settings.file_format = "JPEG"
+    scene.frame_current = 3
+    with bpy.context.temp_override(scene=scene):
+        bpy.ops.render.render(write_still=True, scene=scene.name)
+    path = bpy.path.abspath(scene.render.filepath) + ".jpg"  # a still is written to the output path as it is
+    assert os.path.isfile(path)
+    assert [(r["path"], r["state"]) for r in addon.signing.RESULTS if r["path"]] == [(path, "signed")]
+    found = _manifests([path])[path]
+    assert found["validation_state"] == "Valid", found
