@@ -16,7 +16,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from engine.watermark.read import SCALES, Evidence, best_evidence, scale_evidence
+from engine.watermark.read import SCALES, Evidence, FaceEvidence, best_evidence, face_tries, fits
 
 MOVIE_EXT = (".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v")
 MAX_MOVIE_FRAMES = 48
@@ -103,7 +103,7 @@ def detect_file(path: str, faces: FaceRegions) -> Finding:
         regions = regions or faces(u8)
         return _finding(path, [best_evidence(u8, regions)])
     if ext in MOVIE_EXT:
-        return _movie_finding(path, [scale_evidence(f, faces(f)) for f in movie_frames(path)])
+        return pool_movie(path, [face_tries(f, faces(f)) for f in movie_frames(path)])
     u8 = image_pixels(path)
     return _finding(path, [best_evidence(u8, faces(u8))])
 
@@ -117,16 +117,20 @@ def _finding(path: str, per_picture: list[list[Evidence]]) -> Finding:
     return Finding(path, len(found), max(alone or found, key=lambda e: e.z))
 
 
-def _movie_finding(path: str, frames: list[list[list[Evidence]]]) -> Finding:
-    """A movie: a face that decodes alone, else every face of every frame pooled, scale by scale (an encoder's
-    noise averages out over frames; the mark is the same on all of them)."""
+def pool_movie(path: str, frames: list[list[list[FaceEvidence]]]) -> Finding:
+    """A movie: a face that decodes alone, else every face of every frame pooled (an encoder's noise averages out
+    over frames; the mark is the same on all of them): per scale, in each layout, and in the layout each face's
+    width says."""
     faces = [tries for frame in frames for tries in frame]
     if not faces:
         return Finding(path, 0, None)
-    alone = [e for tries in faces for e in tries if e.payload() is not None]
+    alone = [e for tries in faces for e in (t.still() for t in tries) if e.payload() is not None]
     if alone:
         return Finding(path, len(faces), max(alone, key=lambda e: e.z))
-    pooled = [sum((tries[i] for tries in faces[1:]), faces[0][i]) for i in range(len(SCALES))]
+    pooled = [sum((tries[i].movie() for tries in faces[1:]), faces[0][i].movie()) for i in range(len(faces[0]))]
+    for s in SCALES:
+        sized = [t.movie() for tries in faces for t in tries if t.scale == s and fits(t)]
+        pooled += [sum(sized[1:], sized[0])] if sized else []
     return Finding(path, len(faces), max(pooled, key=lambda e: (e.payload() is not None, e.z)))
 
 

@@ -1,15 +1,28 @@
-"""Putting the mark into a frame's face layer: only in cells where the matte is non-zero throughout, so plate
+"""Putting the mark into a frame's face layer: only in units where the matte is non-zero throughout, so plate
 pixels outside the matte keep their bits, and added to the premultiplied layer, so Alpha Over on the plate still
-gives the composite (which carries the mark)."""
+gives the composite (which carries the mark). Each face (a connected part of the matte) gets the fine layout, or
+the mixed one from MIXED_FROM px wide (mark.py)."""
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 from engine.io import colour
-from engine.watermark.mark import CELL, cell_means, lifts, luma
+from engine.watermark.mark import BLOCK, CELL, MIXED_FROM, cell_means, layout, lifts, luma, unit_means
 
 MIN_COVER = 0.5  # a cell's mean matte: below it the cell is mostly plate and stays as it is
+
+
+def mixed_cells(inside: np.ndarray) -> np.ndarray:
+    """Per 4x4 cell of the region: whether its face (connected part of the matte) is wide enough for the mixed
+    layout."""
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(inside.astype(np.uint8), connectivity=8)
+    wide = np.zeros(n, bool)
+    wide[1:] = stats[1:, cv2.CC_STAT_WIDTH] >= MIXED_FROM
+    h, w = (inside.shape[0] // CELL) * CELL, (inside.shape[1] // CELL) * CELL
+    # a cell lying wholly in the matte lies in one component: its top-left pixel names it
+    return wide[labels[:h:CELL, :w:CELL]]
 
 
 def mark_face_layer(face: np.ndarray, plate: np.ndarray, gamut: str, bits: list[int]) -> None:
@@ -19,19 +32,23 @@ def mark_face_layer(face: np.ndarray, plate: np.ndarray, gamut: str, bits: list[
     ys, xs = np.nonzero(a > 0)
     if ys.size == 0:
         return
-    y0, x0 = (ys.min() // CELL) * CELL, (xs.min() // CELL) * CELL
-    y1, x1 = (ys.max() // CELL + 1) * CELL, (xs.max() // CELL + 1) * CELL
+    y0, x0 = (ys.min() // BLOCK) * BLOCK, (xs.min() // BLOCK) * BLOCK  # blocks sit on the frame's 8 px grid
+    y1, x1 = (ys.max() // BLOCK + 1) * BLOCK, (xs.max() // BLOCK + 1) * BLOCK
     h, w = a.shape
-    y1, x1 = min(y1, h - h % CELL), min(x1, w - w % CELL)
+    y1, x1 = min(y1, h - h % BLOCK), min(x1, w - w % BLOCK)
     if y1 <= y0 or x1 <= x0:
         return
     roi, ra = face[y0:y1, x0:x1], a[y0:y1, x0:x1]
     comp = colour.to_rec709(roi[..., :3] + plate[y0:y1, x0:x1, :3] * (1.0 - ra[..., None]), gamut)
     enc = colour.srgb_encode(comp)
-    rows, cols = np.arange(y0 // CELL, y1 // CELL), np.arange(x0 // CELL, x1 // CELL)
-    lift = lifts(cell_means(luma(np.clip(enc, 0, 1)) * 255.0, CELL), rows, cols, bits)
     ok = (cell_means((ra > 0).astype(np.float32), CELL) == 1.0) & (cell_means(ra, CELL) >= MIN_COVER)
     ok &= (cell_means(((enc > 0.01) & (enc < 0.99)).all(axis=-1).astype(np.float32), CELL) == 1.0)  # no clipping
+    rows, cols = np.arange(y0 // CELL, y1 // CELL), np.arange(x0 // CELL, x1 // CELL)
+    big, bit, dither = layout(rows, cols, mixed_cells(ra > 0))
+    # a block is one unit: all four of its cells must be markable, else none of them is lifted
+    whole = cell_means(ok.astype(np.float32), 2).repeat(2, 0).repeat(2, 1) == 1.0
+    ok &= ~big | whole
+    lift = lifts(unit_means(luma(np.clip(enc, 0, 1)) * 255.0, big), bit, dither, bits)
     lift = np.where(ok, lift, 0.0).repeat(CELL, 0).repeat(CELL, 1).astype(np.float32)
     delta = colour.srgb_decode(enc + lift[..., None] / 255.0) - colour.srgb_decode(enc)
     roi[..., :3] += colour.from_rec709(delta, gamut)

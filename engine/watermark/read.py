@@ -1,78 +1,127 @@
 """Reading the mark from 8-bit sRGB pixels: the evidence of each face region at each scale the frame may have
-been resized by, pooled across faces and frames when asked."""
+been resized by and in each layout (mark.py), pooled across faces and frames when asked."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
 
 from engine.watermark import payload as pl
-from engine.watermark.mark import CELL, OFFSETS, cell_means, luma, soft_bits
+from engine.watermark.mark import CELL, MIXED_FROM, OFFSETS, cell_means, layout, luma, soft_bits, unit_means
 
 SCALES = (1.0, 0.5)  # the frame as rendered, and resized to half
-MIN_Z = 2.0  # mean |z| of the bits' evidence: unmarked faces ~0.8-1.1, a pristine mark ~3.5, pooled movies 3-8
-MIN_CELLS = 120  # three cells per coded bit: below that an unmarked face reads as well as a marked one
+LAYOUTS = (False, True)  # fine, mixed
+MIN_Z = 2.0  # mean |z| of the bits' evidence: unmarked faces ~0.8-1.2, a pristine mark 3-6, pooled movies 2-8
+MIN_CELLS = 120  # three units per coded bit: below that an unmarked face reads as well as a marked one
+MAX_ERASED = 2  # bits no unit carries (a small face): each is tried both ways against the CRC
+MOVIE_SMALL_WEIGHT = 0.3  # in a movie a mixed face's 4x4 cells say ~1/4 of what its blocks say (bench)
 
 
 @dataclass
 class Evidence:
-    sums: np.ndarray  # (OFFSETS, CODE_BITS): per global shift and coded bit, summed cos of the lattice phase
-    counts: np.ndarray  # cells per bit
+    sums: np.ndarray  # (OFFSETS, CODE_BITS): per global shift and coded bit, summed (weighted) cos of the phase
+    counts: np.ndarray  # summed squared weights per bit (units per bit when unweighted)
 
     def __add__(self, other: Evidence) -> Evidence:
         return Evidence(self.sums + other.sums, self.counts + other.counts)
 
+    def scaled(self, w: float) -> Evidence:
+        return Evidence(self.sums * w, self.counts * w * w)
+
     @property
     def best(self) -> np.ndarray:
-        """The bits' evidence at the global shift that explains the cells best."""
+        """The bits' evidence at the global shift that explains the units best."""
         return self.sums[int(np.argmax(np.abs(self.sums).sum(axis=1)))]
 
     @property
     def score(self) -> float:
-        """Mean evidence per cell of the decoded bits (1 for a pristine mark, about 0 without one)."""
-        n = float(self.counts.sum())
+        """Mean evidence per unit of the decoded bits (1 for a pristine mark, about 0 without one)."""
+        n = float(np.sqrt(self.counts).sum())
         return float(np.abs(self.best).sum() / n) if n else 0.0
 
     @property
     def z(self) -> float:
-        """Mean z-score of the decoded bits (an unmarked cell's cos has variance 1/2)."""
-        return float(np.mean(np.abs(self.best) / np.sqrt(0.5 * np.maximum(self.counts, 1.0))))
+        """Mean z-score of the bits some unit carries (an unmarked unit's cos has variance 1/2)."""
+        seen = self.counts > 0
+        if not seen.any():
+            return 0.0
+        return float(np.mean(np.abs(self.best[seen]) / np.sqrt(0.5 * self.counts[seen])))
 
     def payload(self) -> pl.Payload | None:
-        if (self.counts == 0).any() or self.counts.sum() < MIN_CELLS or self.z < MIN_Z:
+        erased = np.nonzero(self.counts == 0)[0]
+        if erased.size > MAX_ERASED or self.counts.sum() < MIN_CELLS or self.z < MIN_Z:
             return None
         bits = [int(s < 0) for s in self.best]
-        # a shift of half a lattice step reads every bit inverted with the same evidence: try both readings
-        return pl.decode(bits) or pl.decode([1 - b for b in bits])
+        for fill in itertools.product((0, 1), repeat=erased.size):
+            for i, b in zip(erased, fill, strict=True):
+                bits[i] = b
+            # a shift of half a lattice step reads every bit inverted with the same evidence: try both readings
+            found = pl.decode(bits) or pl.decode([1 - b for b in bits])
+            if found is not None:
+                return found
+        return None
 
 
 def empty() -> Evidence:
     return Evidence(np.zeros((OFFSETS, pl.CODE_BITS)), np.zeros(pl.CODE_BITS))
 
 
-def region_evidence(y: np.ndarray, region: np.ndarray, scale: float) -> Evidence:
-    """Evidence of the cells lying wholly inside ``region`` (a boolean mask of this image) of luma image ``y``
+@dataclass
+class FaceEvidence:
+    """One face at one scale in one layout: its blocks' and its 4x4 cells' evidence, and its width in the plate."""
+    blocks: Evidence
+    cells: Evidence
+    width: float  # px, at the frame's rendered size
+    mixed: bool
+    scale: float
+
+    def still(self) -> Evidence:
+        return self.blocks + self.cells
+
+    def movie(self) -> Evidence:
+        return self.blocks + self.cells.scaled(MOVIE_SMALL_WEIGHT) if self.mixed else self.cells
+
+
+def region_evidence(y: np.ndarray, region: np.ndarray, scale: float, mixed: bool) -> FaceEvidence:
+    """Evidence of the units lying wholly inside ``region`` (a boolean mask of this image) of luma image ``y``
     (8-bit levels), for a frame resized by ``scale`` (cells of CELL * scale pixels on the same grid)."""
     cell = max(1, int(round(CELL * scale)))
     ys, xs = np.nonzero(region)
     if ys.size == 0:
-        return empty()
-    y0, x0 = ys.min() // cell, xs.min() // cell
-    y1, x1 = min(ys.max() // cell + 1, y.shape[0] // cell), min(xs.max() // cell + 1, y.shape[1] // cell)
+        return FaceEvidence(empty(), empty(), 0.0, mixed, scale)
+    width = (xs.max() - xs.min() + 1) / scale
+    blk = 2 * cell
+    y0, x0 = (ys.min() // blk) * 2, (xs.min() // blk) * 2  # cell indices, on the block grid
+    y1 = min((ys.max() // blk + 1) * 2, (y.shape[0] // blk) * 2)
+    x1 = min((xs.max() // blk + 1) * 2, (y.shape[1] // blk) * 2)
     if x1 <= x0 or y1 <= y0:
-        return empty()
-    inside = cell_means(region[y0 * cell:y1 * cell, x0 * cell:x1 * cell].astype(np.float32), cell) == 1.0
-    means = cell_means(y[y0 * cell:y1 * cell, x0 * cell:x1 * cell], cell)
-    return Evidence(*soft_bits(means, np.arange(y0, y1), np.arange(x0, x1), inside.astype(np.float64)))
+        return FaceEvidence(empty(), empty(), width, mixed, scale)
+    sl = np.s_[y0 * cell:y1 * cell, x0 * cell:x1 * cell]
+    inside = cell_means(region[sl].astype(np.float32), cell) == 1.0
+    big, bit, dither = layout(np.arange(y0, y1), np.arange(x0, x1), mixed)
+    whole = cell_means(inside.astype(np.float32), 2).repeat(2, 0).repeat(2, 1) == 1.0
+    corner = (np.arange(y0, y1)[:, None] % 2 == 0) & (np.arange(x0, x1)[None, :] % 2 == 0)
+    means = unit_means(y[sl], big, cell)
+    blocks = Evidence(*soft_bits(means, bit, dither, (big & whole & corner).astype(np.float64)))
+    cells = Evidence(*soft_bits(means, bit, dither, (~big & inside).astype(np.float64)))
+    return FaceEvidence(blocks, cells, width, mixed, scale)
 
 
-def scale_evidence(rgb_u8: np.ndarray, regions: list[np.ndarray]) -> list[list[Evidence]]:
-    """Per face region: its evidence at each of SCALES (a movie pools each scale over its frames)."""
+def face_tries(rgb_u8: np.ndarray, regions: list[np.ndarray]) -> list[list[FaceEvidence]]:
+    """Per face region: its evidence at each of SCALES x LAYOUTS (a movie pools each over its frames)."""
     y = luma(rgb_u8)
-    return [[region_evidence(y, region, s) for s in SCALES] for region in regions]
+    return [[region_evidence(y, region, s, m) for s in SCALES for m in LAYOUTS] for region in regions]
 
 
 def best_evidence(rgb_u8: np.ndarray, regions: list[np.ndarray]) -> list[Evidence]:
-    """Per face region: the evidence at the scale that fits best (a payload found, else the surest bits)."""
-    return [max(tries, key=lambda e: (e.payload() is not None, e.z)) for tries in scale_evidence(rgb_u8, regions)]
+    """Per face region: the evidence of the scale and layout that fit best (a payload found, else the surest)."""
+    return [max((t.still() for t in tries), key=lambda e: (e.payload() is not None, e.z))
+            for tries in face_tries(rgb_u8, regions)]
+
+
+def fits(t: FaceEvidence) -> bool:
+    """Whether the face's width in the plate says the layout its render gave it (the detector's region, the
+    landmark hull drawn in by 8 %, is about as wide as the render's matte)."""
+    return t.mixed == (t.width >= MIXED_FROM)
