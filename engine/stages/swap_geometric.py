@@ -28,6 +28,10 @@ from engine.stages.source_region import source_region_mask
 # Eyes kept from the plate cost identity (walkers 40-44, kate_siegel, dlib distance to the source 0.608 kept,
 # 0.586 warped; expression error 0.025 and 0.018) and the source's lashes met the plate's eyes as dark rings.
 KEEP_EYES = False
+# An open mouth's lips are kept grown by this share of the face (mesh path). Walkers 56-61 (16 faces >= 60 px):
+# expression error 0.032 at 0.04 (the 68-point path 0.046, the reference swap 0.033), 0.036 at 0.08 (dlib
+# distance to the source 0.601 and 0.613).
+MESH_LIPS_GROW = 0.04
 # (crop size, target face size in plate pixels) -> (source crop sRGB (S, S, 3), source points (78, 2) in crop)
 SourceProvider = Callable[[int, float], tuple[np.ndarray, np.ndarray]]
 # (crop size, target face size) -> the source's (468, 3) mesh in that crop, or None (a landmarker without a mesh)
@@ -189,7 +193,8 @@ def mesh_mouth_mask(mesh: np.ndarray, size: int, scale: float, eyes: bool = Fals
     """``_eyes_mouth_mask`` from the mesh's dense contours: the inner-lip ring's own polygon (the opening, not a
     hull of 8 points) and, as far as the mouth is open, the outer-lip ring's, grown the same way."""
     inner = mr.polygon_mask(mesh, [mr.LIPS_INNER], size, 0.02 * scale)
-    mouth = np.maximum(inner, mr.mouth_openness(mesh) * mr.polygon_mask(mesh, [mr.LIPS_OUTER], size, 0.04 * scale))
+    mouth = np.maximum(inner, mr.mouth_openness(mesh) * mr.polygon_mask(mesh, [mr.LIPS_OUTER], size,
+                                                                         MESH_LIPS_GROW * scale))
     if eyes:
         mouth = np.maximum(mouth, mr.polygon_mask(mesh, [mr.EYE_IMAGE_LEFT, mr.EYE_IMAGE_RIGHT], size, 0.02 * scale))
     return _soft(mouth, scale)
