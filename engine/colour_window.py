@@ -121,7 +121,8 @@ class ColourWindow:
             # back: raised by what those keep of the finest band (a photo's 1100 px face keeps half of it)
             loss = detail_match.PlateDetail.pooled(details).loss if details else 1.0
             lin709 = blend.blend(lin709, fc.target709, fc.matte, s.blend_mode, band=band,
-                                 fine_gain=1.0 / np.sqrt(loss), fine_sigma=1.5 * track_models.plate_px(fc.m))
+                                 fine_gain=1.0 / np.sqrt(loss), fine_sigma=1.5 * track_models.plate_px(fc.m),
+                                 plate_px=track_models.plate_px(fc.m))
         return lin709.astype(np.float32)
 
 

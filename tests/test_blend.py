@@ -123,9 +123,13 @@ def test_the_detail_handoff_keeps_a_line_of_the_face_off_the_matte_edge_and_the_
         if h:
             full = (matte >= blend.HANDOFF_FROM).astype(np.uint8)
             depth = cv2.distanceTransform(np.pad(full, 1), cv2.DIST_L2, 5)[1:-1, 1:-1]
-            core = depth > h * c["scale"] + 1
             plain = blend.blend(face, plate, matte, "poisson", band=blend.BAND_SCALE * c["scale"], handoff=0.0)
-            assert np.array_equal(b[core], plain[core])  # the line is still there inside the face
+            # beyond the seam band (whose boundary values the handoff's plate detail reaches) the face is its own
+            core = depth > blend.BAND_SCALE * c["scale"] + 2
+            assert np.array_equal(b[core], plain[core])
+            # and the line is still there just past the handoff, inside the band
+            inner = (depth > h * c["scale"] + 1) & (line > 0) & ~core
+            assert np.median((b[inner] / plate[inner])[:, 1]) < 0.6
     assert ratio[0.0] > 1.3
     assert ratio[blend.HANDOFF] < 1.0 + (ratio[0.0] - 1.0) * 0.3
 
@@ -150,5 +154,33 @@ def test_fine_gain_raises_the_plates_finest_detail_carried_at_the_edge_only():
     assert 1.5 < fine(raised) / fine(plain) < 2.6
     full = (matte >= blend.HANDOFF_FROM).astype(np.uint8)
     depth = cv2.distanceTransform(np.pad(full, 1), cv2.DIST_L2, 5)[1:-1, 1:-1]
-    core = depth > blend.HANDOFF * c["scale"] + 1
+    core = depth > blend.BAND_SCALE * c["scale"] + 2  # beyond the seam band, whose boundary the raised detail meets
     assert np.array_equal(raised[core], plain[core])
+    inside = (depth > blend.HANDOFF * c["scale"] + 1) & ~core
+    assert np.abs(raised[inside] / plain[inside] - 1.0).max() < 0.05  # past the handoff: at most a smooth level
+
+
+def test_a_dark_rim_of_the_face_inside_the_feather_takes_the_plates_level():
+    """The swap's own falloff at its edge (a jaw shadow after the lighting step) lies inside the feather: the face
+    takes the plate's level there too, so the composite's feather is the plate's, not a dark ring."""
+    _, c = pair("paul_rudd", "astronaut")
+    plate, matte = c["lin"], c["matte"]
+    face = plate.copy()
+    # darker inside the feather; outside the matte the chain's swap is the plate (the source region put it back)
+    face[(matte > 0) & (matte < 0.95)] *= np.float32(0.85)
+    feather = (matte > 0.2) & (matte < 0.9)
+    a = matte[..., None]
+
+    def rim_level(level_from: float) -> float:
+        old = blend.LEVEL_FROM
+        try:
+            blend.LEVEL_FROM = level_from
+            b = blend.blend(face, plate, matte, "poisson", band=blend.BAND_SCALE * c["scale"], scale=c["scale"],
+                            plate_px=20.0)  # a small face: its whole feather is a few plate px
+        finally:
+            blend.LEVEL_FROM = old
+        comp = b * a + plate * (1 - a)
+        return float(np.median((comp[feather] / plate[feather])[:, 1]))
+
+    assert rim_level(blend.LEVEL_FROM) == pytest.approx(1.0, abs=0.02)
+    assert rim_level(0.0) < 0.97  # boundary at the outer tail: the rim stays (composite 0.96)

@@ -110,3 +110,28 @@ def test_shape_and_colour_settings_are_checked():
         lighting.relight(swapped, c["lin"], c["skin"], c["scale"], zone=np.ones((3, 3), np.float32))
     with pytest.raises(ValueError, match="68"):
         lighting.shape_zone(c["lm"][:60], c["size"], c["scale"])
+
+
+def test_the_zone_keeps_the_swaps_relief_but_not_a_brighter_level_and_fades_at_the_outline():
+    """A source photo lit brighter in the middle of the face than a soft plate (its relief, broad and strong): the
+    zone keeps that shape but the zone's skin stays at the plate's level, and the zone never reaches the outline."""
+    swapped, c = pair("paul_rudd", "astronaut")
+    lm = c["lm"]
+    centre = lm[[27, 28, 29, 30]].mean(0)
+    lit = swapped / _blob(c, centre, sigma_frac=0.16, depth=0.4)[..., None]  # up to 1.67x in the middle
+    zone = lighting.shape_zone(lm, c["size"], c["scale"])
+    skin = (c["skin"] > 0.5) & (zone > 0.5)
+    y = lambda img: float((img @ _LUMA)[skin].mean())  # noqa: E731
+    plain = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], zone=zone)
+    out = lighting.relight(lit, c["lin"], c["skin"], c["scale"], zone=zone)
+    assert y(out) / y(plain) == pytest.approx(1.0, abs=0.06)  # the level is the plate's
+    assert _lum_at(out, centre, 0.03 * c["scale"]) / _lum_at(plain, centre, 0.03 * c["scale"]) > 1.08  # the shape
+    try:
+        lighting.ZONE_LEVEL = False
+        raised = lighting.relight(lit, c["lin"], c["skin"], c["scale"], zone=zone)
+    finally:
+        lighting.ZONE_LEVEL = True
+    assert y(raised) / y(plain) > y(out) / y(plain) + 0.05  # the check can fail: without it the level rises
+    hull = lighting.geometry68.hull_mask(lighting.geometry68.with_forehead(lm), c["size"]) > 0.5
+    rim = hull & ~(lighting.cv2.erode(hull.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0)
+    assert zone[rim].max() < 0.05  # the cheekbone points lie on the outline: the zone fades before it

@@ -45,18 +45,26 @@ DETAIL_SIGMA = 0.04
 DETAIL_MAX_PX = 12.0
 DETAIL_CLIP = 0.2  # log units: the largest plate detail carried (skin texture is well below; hair edges above)
 HANDOFF_FROM = 0.99  # the matte value where the face's own detail starts to come back
+# The matte value where the membrane's boundary lies: below it B takes the plate's level (and, with the handoff,
+# its detail). Walkers 46-57 (30 faces), after the lighting fix: boundary at the matte's outer tail edge 1.203,
+# at 0.98 1.188, at 0.9 1.170, identity unchanged (to the source 0.595 / 0.601, closer 1.0 / 1.0). Carrying the
+# plate's mid frequencies too (a second handoff, sigma 0.1 over 0.02 of the face size) reached 1.077 but cost
+# identity (closer 0.93): the last of the excess is the source's own silhouette, which identity needs.
+LEVEL_FROM = 0.9
+LEVEL_MAX_PX = 3.0  # plate px: on a 300 px face the whole feather at the plate's level cost identity (test_engine_swap)
 MAX_SOLVE_SIDE = 160  # the membrane's grid: ~25k unknowns at most, a direct solve in well under a second
 
 
 def blend(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, mode: str = "poisson", band: float | None = None,
           max_side: int = MAX_SOLVE_SIDE, scale: float | None = None, handoff: float = HANDOFF,
-          fine_gain: float = 1.0, fine_sigma: float = 1.5) -> np.ndarray:
+          fine_gain: float = 1.0, fine_sigma: float = 1.5, plate_px: float = 1.0) -> np.ndarray:
     """The blended face crop B (H, W, 3) float32; use it in place of ``face`` under the same ``matte``.
 
     ``band`` (pixels, poisson only): solve only in a band this wide inside the matte's edge and keep the face
     as it is deeper in (M = 0 there). After the lighting step the face's low frequencies already are the
     plate's; a full-face membrane would then only pull the plate's border (neck shadow, hairline) into the
-    cheeks. None: the classic solve over the whole matte."""
+    cheeks. None: the classic solve over the whole matte. ``plate_px``: crop pixels per plate pixel (how far into
+    a wide feather the plate's level reaches, ``LEVEL_MAX_PX``)."""
     if face.shape != plate.shape or face.ndim != 3 or matte.shape != face.shape[:2]:
         raise ValueError(f"face {face.shape}, plate {plate.shape} and matte {matte.shape} must be crops of one size "
                          "(H, W, 3) and (H, W): cut them with the same crop matrix")
@@ -74,9 +82,20 @@ def blend(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, mode: str = "p
         size = scale or matte_scale(matte)
         face = detail_handoff(face, plate.astype(np.float32), matte, handoff * size,
                               min(DETAIL_SIGMA * size, DETAIL_MAX_PX), fine_gain, fine_sigma)
+    if LEVEL_FROM > 0:
+        # The face takes the plate's level through the feather too: the solve's boundary is where the matte
+        # reaches LEVEL_FROM, and below it B is the plate (its detail came with the handoff). With the boundary
+        # at the matte's outer tail, the swap's own falloff at its edge (a jaw shadow, a darker temple: 2-6 L*
+        # under the plate after the lighting step) stayed as a dark rim inside the feather.
+        # On a large face the feather is many plate pixels wide: there only its outer LEVEL_MAX_PX plate pixels
+        # take the plate's level (the whole feather showed the target's own shading at the jaw and cost identity).
+        depth = cv2.distanceTransform(np.pad(region.astype(np.uint8), 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
+        region = (matte >= LEVEL_FROM) | (depth[1:-1, 1:-1] > LEVEL_MAX_PX * plate_px)
+        if not region.any():
+            return face * np.exp(log_ratio(plate.astype(np.float32), face, matte > 0))
     diff = log_ratio(plate.astype(np.float32), face, region)
-    if band is not None:
-        dist = cv2.distanceTransform(np.pad(region.astype(np.uint8), 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
+    if band is not None:  # measured from the matte's outer edge, wherever the solve's boundary lies
+        dist = cv2.distanceTransform(np.pad((matte > 0).astype(np.uint8), 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
         core = dist[1:-1, 1:-1] > band
         diff[core] = 0.0
         region = region & ~core
@@ -124,7 +143,8 @@ def premultiplied(blended: np.ndarray, matte: np.ndarray) -> np.ndarray:
 def log_ratio(plate: np.ndarray, face: np.ndarray, region: np.ndarray) -> np.ndarray:
     """log(plate / face) of local means (H, W, 3). On the region's border ring, values far from the region's own
     median (where plate and face show the same surface: hair or backdrop next to the matte, not skin) are
-    replaced by a fill from trusted ring neighbours, or by that median where none is near."""
+    replaced by a fill from trusted ring neighbours, or by that median where none is near. Off the ring, outside
+    the region (the feather, with a boundary at LEVEL_FROM) the fill too: a smooth level, not the plate itself."""
     lp = np.log(np.maximum(cv2.GaussianBlur(plate, (0, 0), 1.0), _FLOOR))
     lf = np.log(np.maximum(cv2.GaussianBlur(face, (0, 0), 1.0), _FLOOR))
     lr = (lp - lf).astype(np.float32)
