@@ -112,3 +112,22 @@ def test_render_takes_the_mesh_path_and_keeps_an_open_mouth(engine, photos, tmp_
     x0, y0, x1, y1 = np.round(before.box).astype(int)
     face = np.s_[y0:y1, x0:x1]
     assert float(np.abs(result.rgba[face][..., :3] - plate[face][..., :3]).mean()) > 0.01  # the face did change
+
+
+def test_source_mesh_follows_the_texture_through_super_resolution(engine, photos):
+    """The source mesh in the crop ``SourceTexture.get`` cuts, at the plain and at a super-resolved scale (the real
+    upscaler): its 68 iBUG vertices are the crop's 68 landmarks."""
+    from engine import settings as schema
+    from engine.stages.landmarks_mesh468 import LANDMARKS_68
+
+    ident = engine.source_identity([ImageInput(path=photos["tom_hanks"])], lambda e: None)
+    tex = engine.texture(ident, schema.validate({}))
+    size = 256
+    meshes = []
+    for face_size in (ident.best.face.size, 3.0 * ident.best.face.size):
+        crop, pts = tex.get(size, face_size)
+        meshes.append(tex.mesh(size, face_size))
+        assert meshes[-1].shape == (468, 3)
+        np.testing.assert_allclose(meshes[-1][LANDMARKS_68, :2], pts[:68], atol=1e-6)
+    assert tex.steps_for(3.0 * ident.best.face.size) > 0
+    np.testing.assert_allclose(meshes[1], meshes[0], atol=1e-6)  # the same face in the same crop, depth and all
