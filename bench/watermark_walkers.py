@@ -107,6 +107,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--frames", type=int, default=48)
     ap.add_argument("--render", help="reuse this folder of face-layer EXRs (mark off) of walkers frames 1-N")
+    ap.add_argument("--stills-only", action="store_true", help="no movies")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.render or os.path.join(tmp, "render")
@@ -120,11 +121,12 @@ def main() -> None:
         stills(on, faces, want, stats)
         for (name, size), (hit, k) in sorted(stats.items()):
             print(f"{name:12s} {size:6s} {hit}/{k} faces decoded alone", flush=True)
-        for crf, tune in ((23, "none"), (23, "grain"), (18, "none")):
+        for crf, tune in () if args.stills_only else ((23, "none"), (23, "grain"), (18, "none")):
             res = movie(on, os.path.join(tmp, f"on{crf}{tune}.mp4"), crf, tune, faces, want)
             print(f"H.264 CRF {crf} tune {tune}: " + "; ".join(res), flush=True)
-        res = movie(off, os.path.join(tmp, "off.mp4"), 23, "none", faces, None)
-        print("unmarked, H.264 CRF 23 tune none: " + "; ".join(res), flush=True)
+        if not args.stills_only:
+            res = movie(off, os.path.join(tmp, "off.mp4"), 23, "none", faces, None)
+            print("unmarked, H.264 CRF 23 tune none: " + "; ".join(res), flush=True)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from engine.watermark.mark import CELL, MIXED_FROM, OFFSETS, cell_means, layout,
 
 SCALES = (1.0, 0.5)  # the frame as rendered, and resized to half
 LAYOUTS = (False, True)  # fine, mixed
-MIN_Z = 2.0  # mean |z| of the bits' evidence: unmarked faces ~0.8-1.2, a pristine mark 3-6, pooled movies 2-8
+MIN_Z = 1.6  # mean |z| of the bits' evidence: unmarked faces 0.8-1.25 (bench), a marked still 2-3.5, pooled movies 2-8
 MIN_CELLS = 120  # three units per coded bit: below that an unmarked face reads as well as a marked one
 MAX_ERASED = 2  # bits no unit carries (a small face): each is tried both ways against the CRC
 MOVIE_SMALL_WEIGHT = 0.3  # in a movie a mixed face's 4x4 cells say ~1/4 of what its blocks say (bench)
