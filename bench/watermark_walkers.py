@@ -21,6 +21,9 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+from shared_data import path as shared  # noqa: E402
 
 from engine.export.frames import write_movie  # noqa: E402
 from engine.io import colour  # noqa: E402
@@ -32,8 +35,8 @@ from engine.watermark.embed import mark_face_layer  # noqa: E402
 from engine.watermark.payload import Payload, encode, payload_for  # noqa: E402
 from engine.watermark.read import best_evidence, face_tries  # noqa: E402
 
-WALKERS = os.path.join(ROOT, "..", "shared", "data", "walkers_1080p.mp4")
-SOURCE = os.path.join(ROOT, "..", "shared", "data", "photos", "paul_rudd.jpg")
+WALKERS = shared("walkers_1080p.mp4")
+SOURCE = shared("photos", "paul_rudd.jpg")
 
 
 def render(out: str, n: int) -> None:
