@@ -122,16 +122,21 @@ def test_the_zone_keeps_the_swaps_relief_but_not_a_brighter_level_and_fades_at_t
     zone = lighting.shape_zone(lm, c["size"], c["scale"])
     skin = (c["skin"] > 0.5) & (zone > 0.5)
     y = lambda img: float((img @ _LUMA)[skin].mean())  # noqa: E731
-    plain = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], zone=zone)
-    out = lighting.relight(lit, c["lin"], c["skin"], c["scale"], zone=zone)
-    assert y(out) / y(plain) == pytest.approx(1.0, abs=0.06)  # the level is the plate's
-    assert _lum_at(out, centre, 0.03 * c["scale"]) / _lum_at(plain, centre, 0.03 * c["scale"]) > 1.08  # the shape
+    level = lighting.ZONE_LEVEL
+    ratio = {}
     try:
-        lighting.ZONE_LEVEL = False
-        raised = lighting.relight(lit, c["lin"], c["skin"], c["scale"], zone=zone)
+        for lv in (0.0, level, 1.0):
+            lighting.ZONE_LEVEL = lv
+            plain = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], zone=zone)
+            out = lighting.relight(lit, c["lin"], c["skin"], c["scale"], zone=zone)
+            ratio[lv] = y(out) / y(plain)
+            r = 0.03 * c["scale"]
+            assert _lum_at(out, centre, r) / _lum_at(plain, centre, r) > 1.08  # the shape stays at every level
     finally:
-        lighting.ZONE_LEVEL = True
-    assert y(raised) / y(plain) > y(out) / y(plain) + 0.05  # the check can fail: without it the level rises
+        lighting.ZONE_LEVEL = level
+    assert ratio[1.0] == pytest.approx(1.0, abs=0.06)  # all of the mean taken away: the plate's level
+    assert ratio[0.0] > ratio[1.0] + 0.015  # the check can fail: kept, the level rises
+    assert (ratio[0.0] - ratio[level]) / (ratio[0.0] - ratio[1.0]) == pytest.approx(level, abs=0.2)
     hull = lighting.geometry68.hull_mask(lighting.geometry68.with_forehead(lm), c["size"]) > 0.5
     rim = hull & ~(lighting.cv2.erode(hull.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0)
     assert zone[rim].max() < 0.05  # the cheekbone points lie on the outline: the zone fades before it

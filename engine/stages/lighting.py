@@ -52,13 +52,15 @@ HIGHLIGHT_LIMIT = 0.22
 # 0.32 -> 1.58/2.26, 1.00, 0.098; 0.45 -> 1.51/2.26, 1.00, 0.102 (more of the source photo's broad light shows).
 SHAPE_SCALE = 0.32
 CHROMA_DETAIL = 0.3
-# The zone's shading keeps its shape but not its mean (``_zone_level``), and fades out over ZONE_EDGE_FADE of the
-# face size inside the outline. The source photo's relief is stronger than a soft plate's, so its mean over the
-# zone raised the face's level there: walkers 46-57 (30 faces) L* inside the full matte +3 to +6.6 over the plate
-# (the boy's pale centre and pink cheek), and the level moved with each frame's swap. Level removed: +0.9 to +3.7,
-# face flicker 1.145 -> 0.928, identity unchanged (to the source 0.594, closer 1.0); the fade at the outline:
-# edge ratio 1.238 -> 1.203 (the cheekbone points 1 and 15 lie on the outline).
-ZONE_LEVEL = True
+# The zone's shading keeps its shape and ZONE_LEVEL of its mean is taken away (``_zone_level``); it fades out over
+# ZONE_EDGE_FADE of the face size inside the outline. A source photo's relief is stronger than a soft plate's, so
+# its mean over the zone raised the face's level there, by an amount that moved with each frame's swap: walkers
+# 46-57 (30 faces, swap before the mesh warp) L* inside the full matte +3 to +6.6 over the plate (the boy's pale
+# centre and pink cheek), face flicker 1.145. On the mesh warp's swap (477e881), walkers 46-57 / 62-69: level kept
+# flicker 1.157 / 0.785, closer to the source 1.0 / 0.913; all of it taken away 0.95 / 1.05, closer 0.90 / 0.83;
+# half 1.05 / 0.93, closer 0.967 / 0.913. The fade at the outline: edge ratio 1.238 -> 1.203 (the cheekbone points
+# 1 and 15 lie on the outline).
+ZONE_LEVEL = 0.5
 ZONE_EDGE_FADE = 0.15
 _WORK_SIGMA = 3.0  # the base's sigma in working pixels: the fill runs on a crop shrunk to about this
 _LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
@@ -230,7 +232,7 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
             shade = 0.5 * (shade + cv2.remap(shade.astype(np.float32), *mirror, cv2.INTER_LINEAR,
                                              borderMode=cv2.BORDER_REPLICATE))
         if ZONE_LEVEL:
-            shade = shade - _zone_level(shade, w, skin_target if skin_swapped is None else skin_swapped)
+            shade = shade - ZONE_LEVEL * _zone_level(shade, w, skin_target if skin_swapped is None else skin_swapped)
         lum = lum + w * shade
     # Colour detail is damped on skin (stubble, lids, creases, a photo's sheen); far beyond a sheen (log 1.0-1.4
     # over the base, as in highlight_factor) is scene light a swap kept on purpose, and it keeps its colour. A
@@ -287,7 +289,7 @@ def shape_zone(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
 
 def _zone_level(shade: np.ndarray, zone: np.ndarray, skin: np.ndarray) -> float:
     """The zone's shading's mean over its skin (log units): what the swap's own relief adds to the plate's level
-    there, rather than its shape."""
+    there, beside its shape (``relight`` takes ZONE_LEVEL of it away)."""
     w = zone * np.clip(skin, 0.0, 1.0)
     total = float(w.sum())
     return float((shade * w).sum() / total) if total >= MIN_SKIN_PX else 0.0
