@@ -16,6 +16,8 @@ LAYOUTS = (False, True)  # fine, mixed
 MIN_Z = 1.6  # mean |z| of the bits' evidence: unmarked faces 0.8-1.25 (bench), a marked still 2-3.5, pooled movies 2-8
 MIN_CELLS = 120  # three units per coded bit: below that an unmarked face reads as well as a marked one
 MAX_ERASED = 2  # bits no unit carries (a small face): each is tried both ways against the CRC
+FLIPS = 3  # a reading whose CRC fails is tried with one of its 3 least sure bits flipped (the z gate keeps
+# unmarked faces out: they read 0.8-1.25 on the bench, a still with one wrong bit 1.7-2.2)
 MOVIE_SMALL_WEIGHT = 0.3  # in a movie a mixed face's 4x4 cells say ~1/4 of what its blocks say (bench)
 
 
@@ -53,14 +55,19 @@ class Evidence:
         erased = np.nonzero(self.counts == 0)[0]
         if erased.size > MAX_ERASED or self.counts.sum() < MIN_CELLS or self.z < MIN_Z:
             return None
-        bits = [int(s < 0) for s in self.best]
+        best = self.best
+        bits = [int(s < 0) for s in best]
+        sure = np.abs(best) / np.sqrt(np.maximum(self.counts, 1e-9))
+        weakest = [int(i) for i in np.argsort(np.where(self.counts > 0, sure, np.inf))[:FLIPS]]
         for fill in itertools.product((0, 1), repeat=erased.size):
             for i, b in zip(erased, fill, strict=True):
                 bits[i] = b
-            # a shift of half a lattice step reads every bit inverted with the same evidence: try both readings
-            found = pl.decode(bits) or pl.decode([1 - b for b in bits])
-            if found is not None:
-                return found
+            for flip in [None, *weakest]:  # the reading, then each of its least sure bits the other way
+                tried = [1 - b if i == flip else b for i, b in enumerate(bits)]
+                # a shift of half a lattice step reads every bit inverted with the same evidence: both readings
+                found = pl.decode(tried) or pl.decode([1 - b for b in tried])
+                if found is not None:
+                    return found
         return None
 
 
