@@ -49,8 +49,9 @@ HANDOFF_FROM = 0.99  # the matte value where the face's own detail starts to com
 # its detail). Walkers 46-57 (30 faces), after the lighting fix: boundary at the matte's outer tail edge 1.203,
 # at 0.98 1.188, at 0.9 1.170, identity unchanged (to the source 0.595 / 0.601, closer 1.0 / 1.0). Carrying the
 # plate's mid frequencies too (a second handoff, sigma 0.1 over 0.02 of the face size) reached 1.077 but cost
-# identity (closer 0.93): the last of the excess is the source's own silhouette, which identity needs.
-LEVEL_FROM = 0.9
+# identity (closer 0.93): the last of the excess is the source's own silhouette, which identity needs. Off (0) by
+# default: on the mesh warp's swap (walkers 62-69) it turned a face with a 0.002 identity margin to the original.
+LEVEL_FROM = 0.0
 LEVEL_MAX_PX = 3.0  # plate px: on a 300 px face the whole feather at the plate's level cost identity (test_engine_swap)
 MAX_SOLVE_SIDE = 160  # the membrane's grid: ~25k unknowns at most, a direct solve in well under a second
 

@@ -59,9 +59,12 @@ CHROMA_DETAIL = 0.3
 # centre and pink cheek), face flicker 1.145. On the mesh warp's swap (477e881), walkers 46-57 / 62-69: level kept
 # flicker 1.157 / 0.785, closer to the source 1.0 / 0.913; all of it taken away 0.95 / 1.05, closer 0.90 / 0.83;
 # half 1.05 / 0.93, closer 0.967 / 0.913. The fade at the outline: edge ratio 1.238 -> 1.203 (the cheekbone points
-# 1 and 15 lie on the outline).
-ZONE_LEVEL = 0.5
-ZONE_EDGE_FADE = 0.15
+# 1 and 15 lie on the outline). Both off by default: on the mesh warp's swap any of them turned faces whose identity
+# margin is ~0.01 (the boy at 49-50, the woman at 66-69) closer to the original: walkers 46-69 at b849d3e (half,
+# fade 0.15) closer 0.905 against ~0.97 estimated without. Identity comes first; the pale centre stays until the
+# swap has margin to spare (then ZONE_LEVEL 0.5, ZONE_EDGE_FADE 0.15).
+ZONE_LEVEL = 0.0
+ZONE_EDGE_FADE = 0.0
 _WORK_SIGMA = 3.0  # the base's sigma in working pixels: the fill runs on a crop shrunk to about this
 _LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
 
