@@ -62,7 +62,8 @@ def swap(ctx: JobContext, crops: list[Crop]) -> Swapped:
     def call(group: list[Crop]):
         batch = SwapInput(crops=np.stack([c.target for c in group]), landmarks=[c.lm for c in group],
                           matrices=np.stack([c.m for c in group]), face_sizes=np.array([c.face.size for c in group]),
-                          meshes=[None if c.face.mesh468 is None else mesh_warp.to_crop(c.face.mesh468, c.m)
+                          meshes=[None if c.face.mesh468 is None else mesh_warp.to_crop(
+                                      mesh_warp.follow_landmarks(c.face.mesh468, c.face.landmarks68), c.m)
                                   for c in group])
         return ctx.swapper.swap(batch, ctx.identity)
 

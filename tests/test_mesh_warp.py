@@ -49,6 +49,18 @@ def test_similarity_3d_recovers_a_turned_head(meshes):
     np.testing.assert_allclose(f1 - f1.mean(0), f0 - f0.mean(0), atol=1e-6)
 
 
+def test_mesh_follows_the_smoothed_landmarks(meshes):
+    """The render smooths a track's 68 points (not always its mesh): the warp's mesh is moved onto them."""
+    from engine.stages.landmarks_mesh468 import to_68
+
+    mesh = meshes["paul_rudd"]
+    np.testing.assert_allclose(mesh_warp.follow_landmarks(mesh, to_68(mesh)), mesh, atol=1e-6)
+    a = np.array([[1.02, 0.03], [-0.01, 0.98]])
+    moved = mesh_warp.follow_landmarks(mesh, to_68(mesh) @ a.T + [3.0, -2.0])
+    np.testing.assert_allclose(moved[:, :2], mesh[:, :2] @ a.T + [3.0, -2.0], atol=1e-6)
+    np.testing.assert_allclose(moved[:, 2], mesh[:, 2] * np.sqrt(abs(np.linalg.det(a))), atol=1e-6)
+
+
 def test_destination_keeps_the_target_mouth_opening_and_lids(meshes):
     target, source = meshes["astronaut"], meshes["paul_rudd"]  # an open smile, a closed mouth
     assert mr.mouth_openness(target) == 1.0 and mr.mouth_openness(source) < 0.5

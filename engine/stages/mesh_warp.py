@@ -38,6 +38,19 @@ def to_crop(mesh: np.ndarray, m: np.ndarray) -> np.ndarray:
     return np.hstack([transform_points(m, pts[:, :2]), z * scale])
 
 
+def follow_landmarks(mesh: np.ndarray, lm68: np.ndarray) -> np.ndarray:
+    """The mesh moved by the least-squares affine that takes its own 68 iBUG vertices onto ``lm68`` (z scaled
+    alike). The render smooths a track's 68 points along time, and its mesh only where every frame of the window
+    has one: the warp must follow the same points as the crop, the matte and the lighting zones."""
+    from engine.stages.landmarks_mesh468 import LANDMARKS_68
+
+    pts = np.asarray(mesh, np.float64)
+    src = np.hstack([pts[LANDMARKS_68, :2], np.ones((68, 1))])
+    a, *_ = np.linalg.lstsq(src, np.asarray(lm68, np.float64), rcond=None)  # (3, 2)
+    z = pts[:, 2:3] * math.sqrt(abs(np.linalg.det(a[:2])))
+    return np.hstack([np.hstack([pts[:, :2], np.ones((len(pts), 1))]) @ a, z])
+
+
 def similarity_3d(src: np.ndarray, dst: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
     """Least-squares (scale, rotation 3x3, translation) with dst ~ scale * R @ src + t (Umeyama, no reflection)."""
     s, d = np.asarray(src, np.float64), np.asarray(dst, np.float64)
@@ -113,9 +126,13 @@ def frontal(mesh: np.ndarray) -> np.ndarray:
 
 
 def triangulate(mesh: np.ndarray) -> np.ndarray:
-    """(T, 3) triangles of the source mesh, Delaunay on its frontal view, all wound like the frontal view's."""
+    """(T, 3) triangles of the source mesh, Delaunay on its frontal view, all wound like the frontal view's; those
+    outside the oval (the convex hull's slivers across the outline's hollows, e.g. at the temples) are left out."""
     front = frontal(mesh)
     tris = geometry68.triangulate(front)
+    oval = front[mr.OVAL].astype(np.float32).reshape(-1, 1, 2)
+    centres = front[tris].mean(1)
+    tris = tris[[cv2.pointPolygonTest(oval, (float(x), float(y)), False) >= 0 for x, y in centres]]
     flip = signed_area(front, tris) < 0
     tris[flip] = tris[flip][:, ::-1]
     return tris
@@ -140,11 +157,12 @@ def paint_order(src: np.ndarray, dst: np.ndarray, depth: np.ndarray, tris: np.nd
     return np.concatenate([first, rest[np.argsort(-z[rest], kind="stable")]])  # farthest first: near paints last
 
 
-def source_visibility(src: np.ndarray, tris: np.ndarray) -> np.ndarray:
-    """(T,) how squarely the photo shows each triangle: its area in the photo over its area seen from the front
-    (the cosine of its tilt away from the camera), ramped from 0 at 0.1 to 1 at 0.3. A side of the head the photo
-    sees edge-on holds a sliver of pixels; stretched over a turned target's near cheek it paints streaks."""
-    ratio = signed_area(src, tris) / np.maximum(np.abs(signed_area(frontal(src), tris)), 1e-9)
+def visibility(mesh: np.ndarray, tris: np.ndarray) -> np.ndarray:
+    """(T,) how squarely a face's mesh shows each triangle to the camera: its area in the image over its area seen
+    from the front (the cosine of its tilt), ramped from 0 at 0.1 to 1 at 0.3. Where the photo sees the side of
+    the head edge-on it holds a sliver of pixels, stretched into streaks over a turned target's near cheek; where
+    the target does, the slivers of its far side alternate with dropped folds (a saw-tooth of source backdrop)."""
+    ratio = signed_area(mesh, tris) / np.maximum(np.abs(signed_area(frontal(mesh), tris)), 1e-9)
     return np.clip((ratio - 0.1) / 0.2, 0.0, 1.0)
 
 

@@ -87,8 +87,8 @@ class GeometricSwapper:
             order = mesh_warp.paint_order(src_mesh, dst, np.asarray(target_mesh)[:, 2], tris)
             map_x, map_y, inside = piecewise_affine_maps(src_mesh[:, :2], dst, tris[order], size)
             scale = mr.face_scale(dst)
-            seen = mesh_warp.visibility_map(dst, tris, order, mesh_warp.source_visibility(src_mesh, tris), size,
-                                            0.02 * scale)
+            shown = np.minimum(mesh_warp.visibility(src_mesh, tris), mesh_warp.visibility(target_mesh, tris))
+            seen = mesh_warp.visibility_map(dst, tris, order, shown, size, 0.02 * scale)
         else:
             self.last_path = "68"
             dst_pts = geometry68.with_forehead(self._blend_shape(target_lm68, src_pts[:68]))
@@ -104,7 +104,7 @@ class GeometricSwapper:
         if region is None:
             region = self._region[id(src_img)] = source_region_mask(src_img, src_pts[:68])
         region = cv2.remap(region, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * inside
-        if src_mesh is not None:  # where the photo sees the face edge-on or not at all, the plate's face stays
+        if src_mesh is not None:  # where the photo or the plate sees the face edge-on, the plate's face stays
             region = region * seen
         keep = np.zeros((size, size), np.float32)
         if self.keep_eyes_mouth and src_mesh is not None:
