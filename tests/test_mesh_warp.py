@@ -13,7 +13,7 @@ from engine.pipeline import Engine
 from engine.quality import metrics
 from engine.quality.faces import FaceAnalyser
 from engine.stages import mesh_regions as mr
-from engine.stages import mesh_warp
+from engine.stages import mesh_warp, swap_geometric
 from tests import shared_data
 
 
@@ -98,9 +98,10 @@ def test_triangulation_is_fixed_and_folded_triangles_are_dropped(meshes):
 
 
 def test_render_takes_the_mesh_path_and_keeps_an_open_mouth(engine, photos, tmp_path, monkeypatch):
-    """A real photo pair through the engine's render (default landmarker: the embedded mesh): the swapper warps
-    over the mesh, and the astronaut's open smile under a closed-mouthed source stays as open as the plate's
-    (dlib's inner-lip gap, an independent detector)."""
+    """A real photo pair through the engine's render (default landmarker: the embedded mesh) with the mesh warp on
+    (off by default, swap_geometric.MESH_WARP): the swapper warps over the mesh, and the astronaut's open smile
+    under a closed-mouthed source stays as open as the plate's (dlib's inner-lip gap, an independent detector)."""
+    monkeypatch.setattr(swap_geometric, "MESH_WARP", True)
     calls = []
     real = mesh_warp.destination
 

@@ -32,6 +32,12 @@ KEEP_EYES = False
 # expression error 0.032 at 0.04 (the 68-point path 0.046, the reference swap 0.033), 0.036 at 0.08 (dlib
 # distance to the source 0.601 and 0.613).
 MESH_LIPS_GROW = 0.04
+# The warp over the 468-point mesh (mesh_warp.py) is built but off by default: walkers 46-69 (63 faces >= 60 px,
+# bench/QUALITY.md), mesh / 68 path: sharpness 0.762 / 0.915 (target 0.8-1.25; the 107 px boy 0.485 / 0.872, his
+# eyes and brows smeared on the crops), dE76 median 1.64 / 1.09, flicker 1.138 / 1.103, closer to the source
+# 0.968 / 0.952, expression 0.033 / 0.034; Jolie onto Rudd identity 0.669 / 0.686. It comes on once the boy's
+# softness (a tracked mesh on a turned, looking-down face is the suspect) is found.
+MESH_WARP = False
 # (crop size, target face size in plate pixels) -> (source crop sRGB (S, S, 3), source points (78, 2) in crop)
 SourceProvider = Callable[[int, float], tuple[np.ndarray, np.ndarray]]
 # (crop size, target face size) -> the source's (468, 3) mesh in that crop, or None (a landmarker without a mesh)
@@ -76,7 +82,7 @@ class GeometricSwapper:
         size = target.shape[0]
         src_img, src_pts = self._source(size, face_size)
         src_mesh = None
-        if target_mesh is not None and self._source_mesh is not None:
+        if MESH_WARP and target_mesh is not None and self._source_mesh is not None:
             src_mesh = self._source_mesh(size, face_size)
         if src_mesh is not None:
             self.last_path = "mesh"
