@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from engine import __version__
-from engine.export.sign import IPTC, MIME, definition, sign_in_place, source_type
+from engine.export.sign import IPTC, MIME, definition, json_attr, sign_in_place, source_type
 
 TRAINED = IPTC + "compositeWithTrainedAlgorithmicMedia"
 RENDER_KEYS = ("source_identity", "render_id", "engine_version", "audit_line", "plate")
@@ -36,14 +36,9 @@ def exr_attributes(path: str) -> dict[str, str]:
 def _render_entry(attrs: dict[str, str]) -> dict[str, Any]:
     entry: dict[str, Any] = {k: attrs.get(f"facefusion:{k}", "") for k in RENDER_KEYS}
     for k in JSON_KEYS:
-        try:
-            entry[k] = json.loads(attrs.get(f"facefusion:{k}", "null"))
-        except ValueError:
-            entry[k] = attrs.get(f"facefusion:{k}")
-    try:
-        entry["swapper"] = json.loads(attrs.get("facefusion:settings", "{}")).get("swapper", "")
-    except ValueError:
-        entry["swapper"] = ""
+        entry[k] = json_attr(attrs, f"facefusion:{k}")
+    settings = json_attr(attrs, "facefusion:settings", "{}")
+    entry["swapper"] = settings.get("swapper", "") if isinstance(settings, dict) else ""
     return entry
 
 

@@ -30,10 +30,7 @@ def source_type(attrs: dict[str, str]) -> str:
 def manifest(attrs: dict[str, str], title: str, frames: list[int]) -> dict[str, Any]:
     """The manifest definition of a deliverable made from EXRs whose (first) provenance attributes are ``attrs``."""
     def parsed(key: str) -> Any:
-        try:
-            return json.loads(attrs.get(key, "null"))
-        except ValueError:
-            return attrs.get(key)
+        return json_attr(attrs, key)
     agent = {"name": "Face Fusion engine", "version": attrs.get("facefusion:engine_version", __version__)}
     dst = source_type(attrs)
     step = {"action": "c2pa.converted", "softwareAgent": agent,
@@ -46,6 +43,14 @@ def manifest(attrs: dict[str, str], title: str, frames: list[int]) -> dict[str, 
         "audit_line": attrs.get("facefusion:audit_line", ""), "consent": parsed("facefusion:consent"),
         "settings": parsed("facefusion:settings"), "plate": attrs.get("facefusion:plate", ""),
         "frames": f"{frames[0]}-{frames[-1]}" if frames else ""})  # a list would be stored as bytes
+
+
+def json_attr(attrs: dict[str, str], key: str, default: str = "null") -> Any:
+    """An EXR attribute that holds JSON, decoded; its raw text when it is not JSON (older engines)."""
+    try:
+        return json.loads(attrs.get(key, default))
+    except ValueError:
+        return attrs.get(key)
 
 
 def definition(title: str, dst: str, agent: dict[str, str], step: dict[str, Any], provenance: dict[str, Any]
