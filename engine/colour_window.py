@@ -97,10 +97,13 @@ class ColourWindow:
             size = lin709.shape[0]
             zone = None if fc.lm68 is None else lighting.shape_zone(fc.lm68, size, fc.face_scale)
             mirror = None if fc.lm68 is None else lighting.mirror_maps(fc.lm68, size)
+            before = lin709
             lin709 = lighting.relight(lin709, fc.target709, skin_t, fc.face_scale, skin_swapped=skin_s,
                                       strength=s.lighting_strength, scale=s.lighting_scale,
                                       tone=lighting.SkinTone.pooled(tones) if tones else None, zone=zone,
                                       mirror=mirror)
+            if fc.shown is not None:
+                lin709 = unmix(lin709, before, fc.target709, fc.shown)
         if s.detail_match and details and fc.region is not None:
             # Measured where the pooled plate figures were (outside the source region the swap holds the plate).
             lin709 = detail_match.match_detail(
@@ -140,3 +143,15 @@ def composite_frame(ctx: JobContext, p: PendingFrame, matched: list[np.ndarray])
     if ctx.settings.output_mode == "composite":
         return layers, composite(p.plate, layers)
     return layers, layers.face
+
+
+def unmix(relit: np.ndarray, swapped: np.ndarray, target: np.ndarray, shown: np.ndarray) -> np.ndarray:
+    """The relit crop where the swap showed a mix of the source's face (share ``shown``) and the plate (the rest,
+    at the source region's edge): only the source's share takes the lighting step's change, the plate's stays the
+    plate. The gain at the region's edge is the source's (a frontal photo's shaded cheek side was lifted 5-7x onto
+    a turned boy's near cheek): on the plate's pixels there it printed a white crescent."""
+    r = np.clip(shown, 0.0, 1.0)[..., None]
+    plate = target * (1.0 - r)
+    source = np.maximum(swapped - plate, 0.0)
+    change = relit / np.maximum(swapped, 1e-6)
+    return np.where(r > 0.999, relit, source * change + plate).astype(np.float32)

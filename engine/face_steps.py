@@ -125,7 +125,8 @@ def mattes(ctx: JobContext, crops: list[Crop], swapped: Swapped, refined: list[n
         keep = swapped.keeps[i] if swapped.keeps is not None else None
         stats = colour_match.skin_stats(target709, skin) if s.colour_match != "none" else None
         p.faces.append(SwappedFace(c.face.track_id, c.m, swapped709, target709, matte, skin, stats, keep, layers,
-                                   geometry68.face_scale(pts78), measures, region, c.lm))
+                                   geometry68.face_scale(pts78), measures, region, c.lm,
+                                   None if swapped.regions is None else swapped.regions[i]))
         p.super_resolved = p.super_resolved or c.sr_steps > 0
 
 

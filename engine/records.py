@@ -70,6 +70,7 @@ class SwappedFace:
     measures: PlateMeasures | None = None  # the plate face's tone and detail (engine.track_models)
     region: np.ndarray | None = None  # where those were measured (skin inside the full landmark matte)
     lm68: np.ndarray | None = None  # the face's 68 landmarks in the crop: the lighting step's shape zone
+    shown: np.ndarray | None = None  # where the swap shows the source's own face (the hard source region)
 
 
 @dataclass

@@ -173,3 +173,18 @@ def test_every_swapper_goes_through_the_same_steps(swapper, stand, two_faces, tm
 
 def two_faces_rgba(rgb: np.ndarray) -> np.ndarray:
     return np.concatenate([rgb, np.ones((*rgb.shape[:2], 1), np.float32)], -1)
+
+
+def test_a_plate_pixel_at_the_source_regions_edge_takes_no_lighting_gain():
+    """unmix: where the swap shows a mix of source (share r) and plate, only the source's share is relit."""
+    from engine.colour_window import unmix
+
+    target = np.full((2, 3, 3), 0.6, np.float32)
+    source = np.full((2, 3, 3), 0.1, np.float32)  # a dark source edge: the lighting step lifts it 6x
+    r = np.array([[1.0, 0.5, 0.0], [1.0, 0.25, 0.0]], np.float32)
+    swapped = source * r[..., None] + target * (1.0 - r[..., None])
+    relit = swapped * 6.0
+    out = unmix(relit, swapped, target, r)
+    expected = 0.6 * r[..., None] + target * (1.0 - r[..., None])  # the source's share x6, the plate's kept
+    assert np.allclose(out, expected, atol=1e-6)
+    assert np.allclose(out[:, 2], target[:, 2]) and np.allclose(out[:, 0], relit[:, 0])
