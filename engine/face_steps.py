@@ -137,5 +137,6 @@ def classic_occlusion(ctx: JobContext, crops: list[Crop]) -> list[np.ndarray | N
     for c in crops:
         model = ctx.track_models.skin_model(c.face.track_id, c.target, c.lm)
         hull = geometry68.hull_mask(geometry68.with_forehead(c.lm), c.size)
-        out.append(None if model is None else occlusion_matte(c.target, c.lm, model) * hull)
+        plate_px = float(np.sqrt(abs(np.linalg.det(c.m[:, :2]))))  # a glasses frame's lines are plate pixels wide
+        out.append(None if model is None else occlusion_matte(c.target, c.lm, model, plate_px=plate_px) * hull)
     return out

@@ -8,6 +8,10 @@ eyes, brows and mouth (which are never skin-coloured) a pixel is an occluder onl
 palette and joins an occluder found on the skin, or lies inside one (a microphone over the mouth). The model
 is re-centred on each frame's visible cheeks, so exposure and white-balance drifts along a shot are followed.
 
+Eyeglasses frames are thin dark lines the skin model cannot tell from wrinkles and brows; engine/stages/glasses.py
+finds them by their shape (two rims and a bridge) and they join the occluders without the fill or the grown soft
+edge, which would swallow the lenses (the swapped eyes are seen through them).
+
 The matte speaks only inside the face outline (1 outside): the pipeline takes its minimum with the face matte.
 """
 
@@ -20,7 +24,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from engine.stages import geometry68
+from engine.stages import geometry68, glasses
 from engine.stages.source_region import SkinGaussian, lab_of_srgb, points78
 
 _CHEEKS = [[2, 3, 4, 48, 31], [14, 13, 12, 54, 35], [27, 31, 30, 35]]  # both cheeks and the nose
@@ -201,12 +205,13 @@ def occluders(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetSkinMod
 
 
 def occlusion_matte(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetSkinModel,
-                    feather: float = 0.01) -> np.ndarray:
+                    feather: float = 0.01, plate_px: float = 1.0) -> np.ndarray:
     """float32 (S, S) in [0, 1]: 1 = visible face (the swap goes there), 0 = occluder (the plate stays).
 
     ``crop_srgb``: the target crop, sRGB float in [0, 1]; ``landmarks``: its 68 crop-space landmarks; ``model``:
     the track's TargetSkinModel; ``feather``: soft edge as a fraction of the face size. The soft edge lies on
-    the visible side: every occluder pixel is exactly 0.
+    the visible side: every occluder pixel is exactly 0. ``plate_px``: crop pixels per plate pixel (sqrt of the
+    crop matrix's determinant), which sets the width of a glasses frame's lines.
     """
     occ = occluders(crop_srgb, landmarks, model)
     scale = geometry68.face_scale(points78(landmarks))
@@ -219,4 +224,10 @@ def occlusion_matte(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetS
         cover[cover < 1.0 / 1024] = 0.0  # skin away from occluders stays exactly 1
     matte = 1.0 - np.clip(cover, 0.0, 1.0)
     matte[occ] = 0.0
+    frame = glasses.detect(crop_srgb, landmarks, plate_px).mask & (geometry68.hull_mask(points78(landmarks),
+                                                                                         matte.shape[0]) > 0.5)
+    if frame.any():  # a one-pixel soft edge only: the lenses between the lines stay the swapped face
+        edge = cv2.GaussianBlur(frame.astype(np.float32), (0, 0), 0.5 * plate_px)
+        edge[edge < 1.0 / 2048] = 0.0  # skin away from the frame stays exactly 1
+        matte = np.minimum(matte, np.where(frame, 0.0, 1.0 - np.clip(2.0 * edge, 0.0, 1.0)))
     return matte.astype(np.float32)
