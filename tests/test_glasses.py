@@ -1,0 +1,117 @@
+"""Eyeglasses frames over the target face (engine/stages/glasses.py) and their place in the classic occlusion
+matte, on real footage: the walkers clip's man with dark rectangular glasses (a 55-62 px face) against the faces
+around him and the shared photos, none of whom wears glasses."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import cv2
+import numpy as np
+import pytest
+
+from engine.io import colour
+from engine.stages import glasses
+from engine.stages.occlusion_classic import fit_skin_model, occlusion_matte
+from tests.test_lighting import SHARED, face_crop, landmarks, load
+
+FRAMES = (60, 75, 90)
+
+
+@functools.cache
+def _walkers() -> dict[int, tuple[np.ndarray, list[np.ndarray]]]:
+    """Linear frames of the walkers clip (one decoding pass) with the 68 landmarks of their faces."""
+    import av
+
+    path = os.path.join(SHARED, "walkers_1080p.mp4")
+    if not os.path.exists(path):
+        pytest.skip("the shared walkers clip is not here")
+    out = {}
+    with av.open(path) as movie:
+        for i, frame in enumerate(movie.decode(video=0)):
+            if i in FRAMES:
+                lin = colour.srgb_decode(frame.to_ndarray(format="rgb24").astype(np.float32) / 255.0)
+                out[i] = (lin, landmarks(lin, 1))
+            if i >= max(FRAMES):
+                break
+    return out
+
+
+def _face(frame: int, x_lo: float, x_hi: float) -> dict:
+    """The crop of the face whose landmarks' mean x lies in [x_lo, x_hi], its sRGB crop under "srgb"."""
+    lin, faces = _walkers()[frame]
+    found = [lm for lm in faces if x_lo <= lm[:, 0].mean() <= x_hi]
+    assert found, f"no face at x {x_lo}-{x_hi} in frame {frame}"
+    c = face_crop(lin, found[0])
+    c["srgb"] = colour.linear_to_model(c["lin"], "rec709")
+    return c
+
+
+def _detect(c: dict) -> glasses.Glasses:
+    return glasses.detect(c["srgb"], c["lm"], c["plate_px"])
+
+
+def _man(frame: int) -> dict:
+    return _face(frame, 1140, 1215)
+
+
+@pytest.mark.parametrize("frame", FRAMES)
+def test_the_man_with_dark_glasses_wears_them_on_every_frame(frame: int):
+    g = _detect(_man(frame))
+    assert g.present, f"frame {frame}: bridge {g.bridge:.2f}, rims {g.rims}"
+    assert g.mask.sum() > 100  # two rims and a bridge, not a speck
+
+
+@pytest.mark.parametrize(("frame", "x_lo", "x_hi", "who"), [
+    (60, 180, 350, "white-haired woman"), (75, 180, 350, "white-haired woman"), (90, 780, 960, "dark-haired boy"),
+    (60, 800, 990, "dark-haired boy"), (75, 800, 990, "dark-haired boy")])
+def test_faces_around_him_wear_none(frame: int, x_lo: float, x_hi: float, who: str):
+    g = _detect(_face(frame, x_lo, x_hi))
+    assert not g.present, f"the {who} in frame {frame} (wrinkles, brows, sockets): bridge {g.bridge:.2f}, rims {g.rims}"
+    assert not g.mask.any()
+
+
+@pytest.mark.parametrize("name", ["paul_rudd", "kate_siegel", "angelina_jolie", "shea_whigham"])
+def test_photos_without_glasses_are_not_taken_for_glasses(name: str):
+    lin = load(name)
+    c = face_crop(lin, landmarks(lin, 0)[0])
+    g = glasses.detect(colour.linear_to_model(c["lin"], "rec709"), c["lm"], c["plate_px"])
+    assert g.score < 0.8, f"{name}: bridge {g.bridge:.2f}, rims {g.rims}"  # a margin below the decision
+
+
+def _bridge_pixel(c: dict) -> tuple[int, int]:
+    """The darkest pixel on the nose's midline from the brows down to the inner eye corners: on the man's
+    glasses it is the bridge (skin and the nose's shading are lighter)."""
+    lm, lum = c["lm"], cv2.cvtColor(c["srgb"], cv2.COLOR_RGB2GRAY)
+    x = int(round(0.5 * (lm[39][0] + lm[42][0])))
+    y0, y1 = int(round(lm[21:23, 1].mean())), int(round((lm[39][1] + lm[42][1]) / 2)) + 1
+    y = y0 + int(np.argmin(lum[y0:y1, x]))
+    return y, x
+
+
+def test_the_matte_keeps_the_plate_on_the_frame_and_the_swap_behind_the_lenses():
+    men = [_man(f) for f in FRAMES]
+    model = fit_skin_model([c["srgb"] for c in men], [c["lm"] for c in men])
+    for frame, c in zip(FRAMES, men, strict=True):
+        matte = occlusion_matte(c["srgb"], c["lm"], model, plate_px=c["plate_px"])
+        y, x = _bridge_pixel(c)
+        assert matte[y, x] == 0.0, f"frame {frame}: the bridge at {(y, x)} is swapped ({matte[y, x]:.2f})"
+        for eye in (c["lm"][36:42], c["lm"][42:48]):  # the pupil, seen through the lens
+            px, py = np.round(eye.mean(0)).astype(int)
+            assert matte[py - 1:py + 2, px - 1:px + 2].min() >= 0.99, f"frame {frame}: the eye at {(py, px)}"
+        # The frame's lines, not a blob: most of the lens area inside the rims stays the swapped face.
+        g = _detect(c)
+        assert (matte == 0.0).sum() < 2.5 * g.mask.sum()
+        lens = np.zeros_like(matte)
+        for eye in (c["lm"][36:42], c["lm"][42:48]):
+            cv2.fillConvexPoly(lens, np.round(eye).astype(np.int32), 1.0)
+        assert matte[lens > 0].mean() > 0.95, f"frame {frame}: the eyes are covered"
+
+
+def test_bad_input_says_what_to_pass():
+    c = _man(75)
+    with pytest.raises(ValueError, match="plate_px"):
+        glasses.detect(c["srgb"], c["lm"], 0.0)
+    with pytest.raises(ValueError, match="square"):
+        glasses.detect(c["srgb"][:, :-1], c["lm"], c["plate_px"])
