@@ -217,5 +217,12 @@ def _frame_mask(lum: np.ndarray, pts: np.ndarray, rims: list, bridge: tuple[floa
     mid = np.array([0.5 * (x0 + x1), row])
     ends = [poly[np.argmin(np.linalg.norm(poly - mid, axis=1))] for poly in polys]
     cv2.line(draw, *(tuple(int(v) for v in np.round(e)) for e in ends), 1, thick)
-    mask = draw > 0
+    # Within the drawn band only what is darker than its surroundings: where a rim is faint (a half-rim frame's
+    # lower edge) the band would otherwise show a ring of the plate's skin round the swapped eye.
+    k = 2 * int(np.ceil(line)) + 1
+    blackhat = cv2.morphologyEx(lum, cv2.MORPH_BLACKHAT, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    centre = np.zeros_like(draw)
+    for poly in polys:
+        cv2.polylines(centre, [np.round(poly).astype(np.int32)], True, 1, 1)
+    mask = (draw > 0) & ((blackhat >= 0.5 * _DIP_MIN) | (centre > 0))
     return mask & (geometry68.hull_mask(pts, size) > 0.5)
