@@ -115,3 +115,14 @@ def test_bad_input_says_what_to_pass():
         glasses.detect(c["srgb"], c["lm"], 0.0)
     with pytest.raises(ValueError, match="square"):
         glasses.detect(c["srgb"][:, :-1], c["lm"], c["plate_px"])
+
+
+def test_a_decision_pooled_over_the_track_overrides_the_crop():
+    man, boy = _man(75), _face(75, 800, 990)
+    assert not glasses.detect(man["srgb"], man["lm"], man["plate_px"], wears=False).mask.any()
+    own = _detect(man)
+    assert np.array_equal(glasses.detect(man["srgb"], man["lm"], man["plate_px"], wears=True).mask, own.mask)
+    # Forced on a face without glasses, the mask keeps to dark lines and the eyes stay the swap.
+    forced = glasses.detect(boy["srgb"], boy["lm"], boy["plate_px"], wears=True)
+    eye = np.round(boy["lm"][36:42].mean(0)).astype(int)
+    assert not forced.mask[eye[1], eye[0]]

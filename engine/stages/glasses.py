@@ -30,7 +30,7 @@ _DIP_MIN = 3.0  # L* units a ray's dip must reach for its rim radius to be trust
 _DIP_CLIP = 6.0  # one strong dip (a lash line, a bag's crease) counts no more than this in the rim's mean
 _RIM_MIN = 1.0  # mean L* dip along the lower arc, clipped at _DIP_CLIP per ray
 _BRIDGE_MIN = 2.2  # L* dip of the bridge, median across the gap between the eyes
-SCORE_MIN = 1.0  # score() at or above which a face wears glasses
+SCORE_MIN = 1.0  # Glasses.score at or above which a face wears glasses
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,8 @@ class Glasses:
 
 
 def _line_px(plate_px: float, scale: float) -> float:
-    """Half the distance across a frame line, in crop pixels: 2 plate pixels, or 1.5 % of the face if larger."""
+    """How far either side of a frame line its surroundings are sampled, in crop pixels: 2 plate pixels (a soft
+    line 1-3 plate pixels wide fits between), or 1.5 % of the face when that is more (a large, sharp face)."""
     return max(2.0 * plate_px, 0.015 * scale, 1.5)
 
 
@@ -140,9 +141,11 @@ def _ring(radius: np.ndarray, strength: np.ndarray) -> np.ndarray:
     return np.median(np.stack([np.roll(ring, -1), ring, np.roll(ring, 1)]), axis=0)
 
 
-def detect(crop_srgb: np.ndarray, landmarks: np.ndarray, plate_px: float = 1.0) -> Glasses:
+def detect(crop_srgb: np.ndarray, landmarks: np.ndarray, plate_px: float = 1.0, wears: bool | None = None
+           ) -> Glasses:
     """Glasses on one crop (sRGB float, square) with its 68 crop-space landmarks; ``plate_px``: crop pixels per
-    plate pixel (sqrt of the crop matrix's determinant)."""
+    plate pixel (sqrt of the crop matrix's determinant). ``wears``: a decision the caller pooled over the track
+    (from the crops' scores), which overrides this crop's own; None: this crop decides."""
     crop = np.asarray(crop_srgb, np.float32)
     if crop.ndim != 3 or crop.shape[2] != 3 or crop.shape[0] != crop.shape[1]:
         raise ValueError(f"crop has shape {crop.shape}; pass a square (S, S, 3) sRGB float crop")
@@ -157,7 +160,7 @@ def detect(crop_srgb: np.ndarray, landmarks: np.ndarray, plate_px: float = 1.0) 
     bridge, row, x0, x1 = _bridge(lum, pts, line)
     empty = np.zeros((size, size), bool)
     found = Glasses(bridge, (rims[0][0], rims[1][0]), empty)
-    if not found.present:
+    if not (found.present if wears is None else wears):
         return found
     return Glasses(bridge, found.rims, _frame_mask(lum, pts, rims, (row, x0, x1), line))
 
