@@ -138,5 +138,7 @@ def classic_occlusion(ctx: JobContext, crops: list[Crop]) -> list[np.ndarray | N
         model = ctx.track_models.skin_model(c.face.track_id, c.target, c.lm)
         hull = geometry68.hull_mask(geometry68.with_forehead(c.lm), c.size)
         plate_px = float(np.sqrt(abs(np.linalg.det(c.m[:, :2]))))  # a glasses frame's lines are plate pixels wide
-        out.append(None if model is None else occlusion_matte(c.target, c.lm, model, plate_px=plate_px) * hull)
+        wears = ctx.track_models.wears_glasses(c.face.track_id)  # the track's decision: no frame drops the frame
+        out.append(None if model is None else occlusion_matte(c.target, c.lm, model, plate_px=plate_px,
+                                                              wears=wears) * hull)
     return out

@@ -4,7 +4,8 @@ skin tone (lighting level and colour) and its plate detail (sharpness and grain)
 This is the single place that decides where those come from. Each is measured on the frame's own crop (so a
 frame's pixels never depend on the frame range a job renders, nor preview on bake); the tone's level and colour
 are smoothed along the track by the shot analysis's ``skin_tone`` statistic (``engine.analysis.stats``), read
-here. Detail and the skin model are next to move into that table.
+here; whether the track wears glasses is decided once per track by its ``glasses`` statistic. Detail and the
+skin model are next to move into that table.
 """
 
 from __future__ import annotations
@@ -85,12 +86,25 @@ class TrackModels:
     """Per-track models of one job (see the module's note on where they come from)."""
 
     tones: dict[tuple[int, int], SkinTone] = field(default_factory=dict)  # (track, frame) -> shot analysis tone
+    glasses: dict[int, bool] = field(default_factory=dict)  # track -> wears glasses (the shot analysis's decision)
 
     def add_tone(self, track: int, frame: int, stored: dict[str, Any] | None) -> None:
         """One frame's skin tone from the shot analysis's ``skin_tone`` statistic (absent in an older cache)."""
         value = (stored or {}).get("frames", {}).get(str(frame))
         if value is not None:
             self.tones[(track, frame)] = SkinTone(np.array(value["mean"]), float(value["pixels"]))
+
+    def add_glasses(self, track: int, stored: dict[str, Any] | None) -> None:
+        """The track's glasses decision from the shot analysis's ``glasses`` statistic; absent (an older cache)
+        or not a yes/no, the track has none and each crop decides for itself."""
+        pooled = (stored or {}).get("pooled")
+        wears = pooled.get("wears") if isinstance(pooled, dict) else None
+        if isinstance(wears, bool):
+            self.glasses[track] = wears
+
+    def wears_glasses(self, track: int) -> bool | None:
+        """Whether the track wears glasses on every frame; None: no decision (the crop's own detector decides)."""
+        return self.glasses.get(track)
 
     def smoothed_tone(self, own: SkinTone | None, track: int, frame: int, radius: int) -> SkinTone | None:
         """This frame's own tone with its level and colour smoothed along the track: scaled by the pooled tone of

@@ -17,7 +17,7 @@ import numpy as np
 
 from engine import track_models
 from engine.io import colour
-from engine.stages import colour_match, geometry68, lighting, masks
+from engine.stages import colour_match, geometry68, glasses, lighting, masks
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, transform_points, warp_crop
 from engine.stages.contracts import Face
 
@@ -37,10 +37,14 @@ class TrackFrame:
     def crop709(self) -> tuple[np.ndarray, np.ndarray]:
         """(the face's ``STATS_CROP`` crop in linear Rec.709, its 68 points in crop pixels)."""
         if "c" not in self._crop:
-            m = crop_matrix(self.face.kps5, FFHQ_TEMPLATE, STATS_CROP)
+            m = self.matrix()
             self._crop["c"] = (colour.to_rec709(warp_crop(self.plate_lin, m, STATS_CROP), self.gamut),
                                transform_points(m, self.face.landmarks68))
         return self._crop["c"]
+
+    def matrix(self) -> np.ndarray:
+        """The plate -> statistics crop matrix (2, 3)."""
+        return crop_matrix(self.face.kps5, FFHQ_TEMPLATE, STATS_CROP)
 
 
 @dataclass(frozen=True)
@@ -83,9 +87,26 @@ def skin_tone_of(value: dict[str, Any] | None) -> lighting.SkinTone | None:
     return lighting.SkinTone(np.array(value["mean"]), float(value["pixels"]))
 
 
+def glasses_score(tf: TrackFrame) -> float:
+    """How surely the plate face wears glasses on this frame (``engine.stages.glasses``: the weakest of bridge
+    and rims, 1 = at threshold), on the sRGB statistics crop with the frame's line width in plate pixels."""
+    crop, lm = tf.crop709()
+    score = glasses.detect(colour.linear_to_model(crop, "rec709"), lm, track_models.plate_px(tf.matrix())).score
+    return round(score, 4)
+
+
+def wears_glasses(scores: dict[int, Any]) -> dict[str, Any]:
+    """One decision for the track: glasses when at least half its frames score at the threshold (the median),
+    so a frame where the frame lines blur or catch a highlight keeps them like its neighbours do."""
+    values = [float(v) for v in scores.values() if v is not None]
+    median = float(np.median(values)) if values else 0.0
+    return {"wears": bool(values) and median >= glasses.SCORE_MIN, "median": round(median, 4)}
+
+
 TRACK_STATISTICS: dict[str, TrackStatistic] = {
     "skin_colour": TrackStatistic(skin_colour),
     "skin_tone": TrackStatistic(skin_tone),
+    "glasses": TrackStatistic(glasses_score, wears_glasses),
 }
 
 

@@ -205,13 +205,14 @@ def occluders(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetSkinMod
 
 
 def occlusion_matte(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetSkinModel,
-                    feather: float = 0.01, plate_px: float = 1.0) -> np.ndarray:
+                    feather: float = 0.01, plate_px: float = 1.0, wears: bool | None = None) -> np.ndarray:
     """float32 (S, S) in [0, 1]: 1 = visible face (the swap goes there), 0 = occluder (the plate stays).
 
     ``crop_srgb``: the target crop, sRGB float in [0, 1]; ``landmarks``: its 68 crop-space landmarks; ``model``:
     the track's TargetSkinModel; ``feather``: soft edge as a fraction of the face size. The soft edge lies on
     the visible side: every occluder pixel is exactly 0. ``plate_px``: crop pixels per plate pixel (sqrt of the
-    crop matrix's determinant), which sets the width of a glasses frame's lines.
+    crop matrix's determinant), which sets the width of a glasses frame's lines. ``wears``: the track's glasses
+    decision (shot analysis); None lets this crop decide.
     """
     occ = occluders(crop_srgb, landmarks, model)
     scale = geometry68.face_scale(points78(landmarks))
@@ -224,7 +225,7 @@ def occlusion_matte(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetS
         cover[cover < 1.0 / 1024] = 0.0  # skin away from occluders stays exactly 1
     matte = 1.0 - np.clip(cover, 0.0, 1.0)
     matte[occ] = 0.0
-    frame = glasses.detect(crop_srgb, landmarks, plate_px).mask & (geometry68.hull_mask(points78(landmarks),
+    frame = glasses.detect(crop_srgb, landmarks, plate_px, wears).mask & (geometry68.hull_mask(points78(landmarks),
                                                                                          matte.shape[0]) > 0.5)
     if frame.any():  # a one-pixel soft edge only: the lenses between the lines stay the swapped face
         edge = cv2.GaussianBlur(frame.astype(np.float32), (0, 0), 0.5 * plate_px)
