@@ -17,6 +17,14 @@ from engine.stages.align import transform_points, warp_crop
 from engine.stages.composite import FrameLayers, composite, empty_layers, paste_face, paste_matte
 from engine.stages.contracts import Face
 
+# Frames either side whose plate skin tone the face's level is pooled over. The level follows the plate's face frame
+# by frame (0): pooled over the colour window's +-2 frames it lagged the plate's own changes (the white-haired woman
+# at walkers 72-74: her plate face 7-13 L* darker for three frames, the swapped face only 4-6).
+# Walkers 56-87 (92 faces >= 60 px): face flicker ratio 0.73 pooled over +-2, 0.91 frame by frame (plate 1.0). A face
+# whose skin shows fewer than LEVEL_OWN_PX plate pixels is too small to measure alone: it keeps the pooled level.
+LEVEL_RADIUS = 0
+LEVEL_OWN_PX = 400
+
 
 class ColourWindow:
     def __init__(self, ctx: JobContext, selected: dict[int, list[Face]],
@@ -84,7 +92,10 @@ class ColourWindow:
         # This frame's own tone and detail (engine.track_models: where pooled ones will come from).
         measures = [fc.measures] if fc.measures is not None else []
         tones = [m.tone for m in measures if m.tone is not None]
-        tones = [self.ctx.track_models.smoothed_tone(tones[0], fc.track, frame, self.radius)] if tones else []
+        if tones:
+            plate_px = tones[0].pixels / track_models.plate_px(fc.m) ** 2
+            radius = LEVEL_RADIUS if plate_px >= LEVEL_OWN_PX else self.radius
+            tones = [self.ctx.track_models.smoothed_tone(tones[0], fc.track, frame, radius)]
         details = [m.detail for m in measures if m.detail is not None]
         # The target's skin where nothing covers it; the swap's skin where it shows the source's own face.
         occlusion = fc.layers.get("Occlusion")

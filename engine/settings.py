@@ -216,7 +216,7 @@ SCHEMA: tuple[Setting, ...] = (
             "Keep hands, hair and objects in front of the face out of the matte", "matte",
             choices=_catalogue_choices("occlude", "No occlusion matte"),
             extra={"matte_layer": "Occlusion", "stage": "occlude", "on": "target"}),
-    Setting("matte_erode", "float", 0.03, "Matte Erode",
+    Setting("matte_erode", "float", 0.015, "Matte Erode",
             "Shrink the matte by this fraction of the face size before feathering", "matte", min=0.0, max=0.3),
     Setting("matte_feather", "float", 0.06, "Matte Feather",
             "Soften the matte edge over this fraction of the face size", "matte", min=0.0, max=0.3),

@@ -44,7 +44,10 @@ def test_poisson_and_multiband_remove_most_of_a_real_seam():
         b = blend.blend(relit, c["lin"], c["matte"], mode)
         ratio[mode] = edge_energy(b * a + c["lin"] * (1 - a), c["matte"]) / ref
     assert ratio["none"] > 1.3
-    assert 0.8 < ratio["poisson"] < 1.1
+    # Below 1: with the handoff at 0.08 of the face (mid-scale detail) the plate's detail is carried clipped where
+    # the two bases differ (this face is half a stop too bright), 0.79 here (0.86 at 0.04); on walkers 56-87 the
+    # report's per-face edge ratio is p10 0.93, median 1.03, p90 1.11.
+    assert 0.75 < ratio["poisson"] < 1.1
     # multiband removes about half of the seam (measured: 1.26 of 1.51 with the relit detail's highlights
     # compressed, 1.25 without); poisson removes it
     assert ratio["multiband"] < 1.0 + (ratio["none"] - 1.0) * 0.55
@@ -183,4 +186,6 @@ def test_a_dark_rim_of_the_face_inside_the_feather_takes_the_plates_level():
         return float(np.median((comp[feather] / plate[feather])[:, 1]))
 
     assert rim_level(0.9) == pytest.approx(1.0, abs=0.02)
-    assert rim_level(0.0) < 0.97  # boundary at the outer tail: the rim stays (composite 0.96)
+    # Boundary at the outer tail (the default): the mid-scale handoff (0.08 of the face) carries most of the rim away
+    # (composite 0.979; 0.96 with the handoff at 0.04), the level boundary the rest.
+    assert 0.97 < rim_level(0.0) < rim_level(0.9)

@@ -127,9 +127,10 @@ def test_the_zone_keeps_the_swaps_relief_but_not_a_brighter_level_and_fades_at_t
         lighting.ZONE_EDGE_FADE = fade
     skin = (c["skin"] > 0.5) & (zone > 0.5)
     y = lambda img: float((img @ _LUMA)[skin].mean())  # noqa: E731
-    level = lighting.ZONE_LEVEL
+    level, lift_max = lighting.ZONE_LEVEL, lighting.ZONE_LIFT_MAX
     ratio = {}
     try:
+        lighting.ZONE_LIFT_MAX = 0.0  # every lift counts: the level's share alone
         for lv in (0.0, level, 1.0):
             lighting.ZONE_LEVEL = lv
             plain = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], zone=zone)
@@ -137,8 +138,12 @@ def test_the_zone_keeps_the_swaps_relief_but_not_a_brighter_level_and_fades_at_t
             ratio[lv] = y(out) / y(plain)
             r = 0.03 * c["scale"]
             assert _lum_at(out, centre, r) / _lum_at(plain, centre, r) > 1.08  # the shape stays at every level
+        lighting.ZONE_LEVEL, lighting.ZONE_LIFT_MAX = 1.0, 0.05  # a lift up to 0.05 (log) stays, the rest goes
+        capped = y(lighting.relight(lit, c["lin"], c["skin"], c["scale"], zone=zone)) / y(
+            lighting.relight(swapped, c["lin"], c["skin"], c["scale"], zone=zone))
     finally:
-        lighting.ZONE_LEVEL = level
+        lighting.ZONE_LEVEL, lighting.ZONE_LIFT_MAX = level, lift_max
+    assert ratio[1.0] < capped < ratio[0.0]
     assert ratio[1.0] == pytest.approx(1.0, abs=0.06)  # all of the mean taken away: the plate's level
     assert ratio[0.0] > ratio[1.0] + 0.015  # the check can fail: kept, the level rises
     assert (ratio[0.0] - ratio[level]) / (ratio[0.0] - ratio[1.0]) == pytest.approx(level, abs=0.2)  # the default

@@ -40,9 +40,14 @@ BAND_SCALE = 0.15
 # On Jolie onto Rudd (2048 px crop) a sigma of 0.01 of the face size kept identity, 0.02 cost 0.02: the cap.
 # Kept at 0.04: at 0.06 the astronaut on a 300 px face of t1 (tests/test_engine_swap.py) came out closer to the
 # original than to the source (0.5827 vs 0.5823); identity comes before the last 0.07 of edge ratio.
+# Detail up to 0.08 of the face size now (mid-scale: the source's cheek and jaw shading at the edge, which the seam
+# band's membrane does not reach). Walkers 56-87 (92 faces >= 60 px, zone level taken away), edge ratio / closer to
+# the source: 0.04 1.161 / 0.891, 0.08 1.063 / 0.859, 0.12 1.049 / 0.804; with the matte unshrunk (matte_erode 0)
+# and the level frame by frame: 0.08 1.030 / 0.870, 0.12 1.028 / 0.870. The cap of 10 crop px keeps a large face's
+# handoff (the astronaut of tests/test_engine_swap.py, 10 px at 0.04) where it was.
 HANDOFF = 0.04
-DETAIL_SIGMA = 0.04
-DETAIL_MAX_PX = 12.0
+DETAIL_SIGMA = 0.08
+DETAIL_MAX_PX = 10.0
 DETAIL_CLIP = 0.2  # log units: the largest plate detail carried (skin texture is well below; hair edges above)
 HANDOFF_FROM = 0.99  # the matte value where the face's own detail starts to come back
 # The matte value where the membrane's boundary lies: below it B takes the plate's level (and, with the handoff,

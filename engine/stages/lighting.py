@@ -61,9 +61,15 @@ CHROMA_DETAIL = 0.3
 # half 1.05 / 0.93, closer 0.967 / 0.913. The fade at the outline: edge ratio 1.238 -> 1.203 (the cheekbone points
 # 1 and 15 lie on the outline). Both off by default: on the mesh warp's swap any of them turned faces whose identity
 # margin is ~0.01 (the boy at 49-50, the woman at 66-69) closer to the original: walkers 46-69 at b849d3e (half,
-# fade 0.15) closer 0.905 against ~0.97 estimated without. Identity comes first; the pale centre stays until the
-# swap has margin to spare (then ZONE_LEVEL 0.5, ZONE_EDGE_FADE 0.15).
-ZONE_LEVEL = 0.0
+# fade 0.15) closer 0.905 against ~0.97 estimated without. Now on, all of it: the kept level was the pale pink glow
+# over the dark-haired boy's eyes and cheek (walkers 63: the skin +0.26 in log luminance over the plate's, +0.01
+# without), and over walkers 56-87 every face sat 3-4 L* above its plate (the white-haired woman 80-81 against
+# 77). There, ZONE_LEVEL 0 / 1: closer to the source 0.924 / 0.891, dE76 1.22 / 1.20. Only the lift beyond
+# ZONE_LIFT_MAX (log units) is taken away: the zone's mean over 30 walkers faces was 0.01-0.35 (one 0.64), on the
+# astronaut of tests/test_engine_swap.py 0.137, where taking all of it away turned the swap closer to the original
+# (dlib distance 0.580 to the source, 0.568 to the original).
+ZONE_LEVEL = 1.0
+ZONE_LIFT_MAX = 0.15
 ZONE_EDGE_FADE = 0.0
 _WORK_SIGMA = 3.0  # the base's sigma in working pixels: the fill runs on a crop shrunk to about this
 _LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
@@ -235,7 +241,8 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
             shade = 0.5 * (shade + cv2.remap(shade.astype(np.float32), *mirror, cv2.INTER_LINEAR,
                                              borderMode=cv2.BORDER_REPLICATE))
         if ZONE_LEVEL:
-            shade = shade - ZONE_LEVEL * _zone_level(shade, w, skin_target if skin_swapped is None else skin_swapped)
+            lift = _zone_level(shade, w, skin_target if skin_swapped is None else skin_swapped)
+            shade = shade - ZONE_LEVEL * max(lift - ZONE_LIFT_MAX, 0.0)
         lum = lum + w * shade
     # Colour detail is damped on skin (stubble, lids, creases, a photo's sheen); far beyond a sheen (log 1.0-1.4
     # over the base, as in highlight_factor) is scene light a swap kept on purpose, and it keeps its colour. A
@@ -292,7 +299,7 @@ def shape_zone(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
 
 def _zone_level(shade: np.ndarray, zone: np.ndarray, skin: np.ndarray) -> float:
     """The zone's shading's mean over its skin (log units): what the swap's own relief adds to the plate's level
-    there, beside its shape (``relight`` takes ZONE_LEVEL of it away)."""
+    there, beside its shape (``relight`` takes ZONE_LEVEL of what exceeds ZONE_LIFT_MAX away)."""
     w = zone * np.clip(skin, 0.0, 1.0)
     total = float(w.sum())
     return float((shade * w).sum() / total) if total >= MIN_SKIN_PX else 0.0

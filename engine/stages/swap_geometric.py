@@ -32,6 +32,7 @@ KEEP_EYES = False
 # expression error 0.032 at 0.04 (the 68-point path 0.046, the reference swap 0.033), 0.036 at 0.08 (dlib
 # distance to the source 0.601 and 0.613).
 MESH_LIPS_GROW = 0.04
+LIPS_GROW = 0.04  # the same on the 68-point path (0.06: tests/test_engine_swap.py identity turned to the original)
 # The warp over the 468-point mesh (mesh_warp.py) is built but off by default: walkers 46-69 (63 faces >= 60 px,
 # bench/QUALITY.md), mesh / 68 path: sharpness 0.762 / 0.915 (target 0.8-1.25; the 107 px boy 0.485 / 0.872, his
 # eyes and brows smeared on the crops), dE76 median 1.64 / 1.09, flicker 1.138 / 1.103, closer to the source
@@ -187,7 +188,7 @@ def _eyes_mouth_mask(lm68: np.ndarray, size: int, scale: float, eyes: bool = Tru
     plate's lips: dlib distance to the source 0.760, to the original 0.680)."""
     inner = geometry68.feature_mask(lm68, size, [geometry68.INNER_MOUTH], 0.02 * scale)
     mouth = np.maximum(inner, mouth_openness(lm68) * geometry68.feature_mask(lm68, size, [geometry68.OUTER_MOUTH],
-                                                                             0.04 * scale))
+                                                                             LIPS_GROW * scale))
     mask = geometry68.feature_mask(lm68, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE], 0.02 * scale) \
         if eyes else np.zeros_like(mouth)
     return _soft(np.maximum(mask, mouth), scale)
