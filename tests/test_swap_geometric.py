@@ -42,7 +42,7 @@ def test_mouth_openness_is_0_for_a_closed_mouth_and_1_for_an_open_smile():
     assert swap_geometric.mouth_openness(smile) == 1.0
 
 
-def test_an_open_mouth_keeps_the_plates_lips_and_a_closed_one_only_the_opening():
+def test_an_open_mouth_keeps_the_plates_lips_and_a_closed_one_keeps_nothing():
     for name, lm, lips_kept in (("astronaut", landmarks(load("astronaut"))[0], True),
                                 ("paul_rudd", landmarks(load("paul_rudd"), 0)[0], False)):
         lo = lm.min(0) - 20
@@ -52,3 +52,5 @@ def test_an_open_mouth_keeps_the_plates_lips_and_a_closed_one_only_the_opening()
         keep = swap_geometric._eyes_mouth_mask(lm, size, scale, eyes=False)
         lower_lip = np.round(lm[[56, 57, 58]].mean(0)).astype(int)  # on the outer lip, off the opening
         assert (keep[lower_lip[1], lower_lip[0]] > 0.9) == lips_kept, name
+        gap = np.round(lm[[62, 66]].mean(0)).astype(int)  # between the inner lips: the opening or the lip line
+        assert (keep[gap[1], gap[0]] > 0.9) == lips_kept, name  # closed: the source's own lip line, not the plate's
