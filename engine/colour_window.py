@@ -93,8 +93,8 @@ class ColourWindow:
         measures = [fc.measures] if fc.measures is not None else []
         tones = [m.tone for m in measures if m.tone is not None]
         if tones:
-            plate_px = tones[0].pixels / track_models.plate_px(fc.m) ** 2
-            radius = LEVEL_RADIUS if plate_px >= LEVEL_OWN_PX else self.radius
+            skin_px = tones[0].pixels / track_models.plate_px(fc.m) ** 2  # in plate pixels
+            radius = LEVEL_RADIUS if skin_px >= LEVEL_OWN_PX else self.radius
             tones = [self.ctx.track_models.smoothed_tone(tones[0], fc.track, frame, radius)]
         details = [m.detail for m in measures if m.detail is not None]
         # The target's skin where nothing covers it; the swap's skin where it shows the source's own face.
