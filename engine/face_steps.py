@@ -137,8 +137,8 @@ def classic_occlusion(ctx: JobContext, crops: list[Crop]) -> list[np.ndarray | N
     for c in crops:
         model = ctx.track_models.skin_model(c.face.track_id, c.target, c.lm)
         hull = geometry68.hull_mask(geometry68.with_forehead(c.lm), c.size)
-        plate_px = float(np.sqrt(abs(np.linalg.det(c.m[:, :2]))))  # a glasses frame's lines are plate pixels wide
         wears = ctx.track_models.wears_glasses(c.face.track_id)  # the track's decision: no frame drops the frame
+        plate_px = track_models.plate_px(c.m)  # a glasses frame's lines are plate pixels wide
         out.append(None if model is None else occlusion_matte(c.target, c.lm, model, plate_px=plate_px,
                                                               wears=wears) * hull)
     return out

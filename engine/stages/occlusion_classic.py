@@ -225,9 +225,10 @@ def occlusion_matte(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetS
         cover[cover < 1.0 / 1024] = 0.0  # skin away from occluders stays exactly 1
     matte = 1.0 - np.clip(cover, 0.0, 1.0)
     matte[occ] = 0.0
-    frame = glasses.detect(crop_srgb, landmarks, plate_px, wears).mask & (geometry68.hull_mask(points78(landmarks),
-                                                                                         matte.shape[0]) > 0.5)
-    if frame.any():  # a one-pixel soft edge only: the lenses between the lines stay the swapped face
+    # detect() limits the mask to the face outline; a track decided without glasses skips the detector. A one-pixel
+    # soft edge only: the lenses between the lines stay the swapped face.
+    frame = glasses.detect(crop_srgb, landmarks, plate_px, wears).mask if wears is not False else None
+    if frame is not None and frame.any():
         edge = cv2.GaussianBlur(frame.astype(np.float32), (0, 0), 0.5 * plate_px)
         edge[edge < 1.0 / 2048] = 0.0  # skin away from the frame stays exactly 1
         matte = np.minimum(matte, np.where(frame, 0.0, 1.0 - np.clip(2.0 * edge, 0.0, 1.0)))
