@@ -14,7 +14,7 @@ import numpy as np
 from engine import track_models
 from engine.io import colour
 from engine.records import Crop, JobContext, PendingFrame, SwappedFace
-from engine.stages import colour_match, geometry68, masks, mesh_warp, refine, registry
+from engine.stages import colour_match, geometry68, in_front, masks, mesh_warp, refine, registry
 from engine.stages.align import crop_matrix, crop_size_for, transform_points, warp_crop
 from engine.stages.contracts import Face, SwapInput
 from engine.stages.occlusion_classic import occlusion_matte
@@ -97,6 +97,11 @@ def mattes(ctx: JobContext, crops: list[Crop], swapped: Swapped, refined: list[n
     s = ctx.settings
     if "Occlusion" not in layer_mattes:  # no neural occluder: the classic one, from the track's own skin model
         layer_mattes["Occlusion"] = classic_occlusion(ctx, crops)
+    # Nearer heads on the frame (replaced or not) are occluders too, and no measure of the plate's skin counts them.
+    visible = [in_front.visible_matte(c.face, c.m, c.size, ctx.frame_faces.get(pendings[owner[i]].frame, []))
+               for i, c in enumerate(crops)]
+    layer_mattes["Occlusion"] = [occ if v is None else v if occ is None else np.minimum(np.asarray(occ, np.float32), v)
+                                 for occ, v in zip(layer_mattes["Occlusion"], visible, strict=True)]
     for i, c in enumerate(crops):
         p = pendings[owner[i]]
         pts78 = geometry68.with_forehead(c.lm)
@@ -120,7 +125,7 @@ def mattes(ctx: JobContext, crops: list[Crop], swapped: Swapped, refined: list[n
             r = swapped.regions[i][..., None]
             swapped709 = swapped709 * r + target709 * (1.0 - r)
         measures, skin, region = track_models.measure(target709, c.lm, c.size, c.m, s.matte_erode, s.matte_feather,
-                                                      p.plate[..., :3])
+                                                      p.plate[..., :3], visible[i])
         layers["Skin"] = skin
         keep = swapped.keeps[i] if swapped.keeps is not None else None
         stats = colour_match.skin_stats(target709, skin) if s.colour_match != "none" else None
@@ -142,3 +147,4 @@ def classic_occlusion(ctx: JobContext, crops: list[Crop]) -> list[np.ndarray | N
         out.append(None if model is None else occlusion_matte(c.target, c.lm, model, plate_px=plate_px,
                                                               wears=wears) * hull)
     return out
+

@@ -34,6 +34,8 @@ class JobContext:
     cancel: threading.Event | None
     radius: int  # temporal smoothing radius: colour window and geometry smoothing
     track_models: TrackModels = field(default_factory=TrackModels)  # per-track skin models (engine.track_models)
+    # frame -> every tracked face on it, replaced or not: a nearer head occludes a face behind (stages/in_front)
+    frame_faces: dict[int, list[Face]] = field(default_factory=dict)
 
     def check_cancel(self) -> None:
         if self.cancel is not None and self.cancel.is_set():

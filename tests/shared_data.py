@@ -14,3 +14,23 @@ DATA = next((c for c in CANDIDATES if c and os.path.isdir(c)), os.path.join(ROOT
 
 def path(*parts: str) -> str:
     return os.path.join(DATA, *parts)
+
+
+def walkers_segment(folder: str, first: int, last: int) -> str:
+    """Plate frames ``first``..``last`` (1-based, as the movie plate numbers them) of the walkers clip written as
+    PNGs into ``folder``; the image-sequence pattern. Skips the test when the clip is not here."""
+    import av
+    import cv2
+    import pytest
+
+    clip = path("walkers_1080p.mp4")
+    if not os.path.exists(clip):
+        pytest.skip("the shared walkers clip is not here")
+    with av.open(clip) as movie:
+        for i, frame in enumerate(movie.decode(video=0)):
+            if first <= i + 1 <= last:
+                cv2.imwrite(os.path.join(folder, f"walkers.{i + 1:04d}.png"),
+                            frame.to_ndarray(format="rgb24")[..., ::-1])
+            if i + 1 >= last:
+                break
+    return os.path.join(folder, "walkers.####.png")

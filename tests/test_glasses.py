@@ -13,7 +13,7 @@ import pytest
 
 from engine.io import colour
 from engine.stages import glasses
-from engine.stages.occlusion_classic import fit_skin_model, occlusion_matte
+from engine.stages.occlusion_classic import fit_skin_model, frame_matte, occlusion_matte
 from tests.test_lighting import SHARED, face_crop, landmarks, load
 
 FRAMES = (60, 75, 90)
@@ -97,16 +97,18 @@ def test_the_matte_keeps_the_plate_on_the_frame_and_the_swap_behind_the_lenses()
         matte = occlusion_matte(c["srgb"], c["lm"], model, plate_px=c["plate_px"])
         y, x = _bridge_pixel(c)
         assert matte[y, x] == 0.0, f"frame {frame}: the bridge at {(y, x)} is swapped ({matte[y, x]:.2f})"
-        for eye in (c["lm"][36:42], c["lm"][42:48]):  # the pupil, seen through the lens
+        # The pupil, seen through the lens, is mostly the swap: the frame's halo (oc.frame_matte: grown 2 plate
+        # pixels, feathered 1.5) reaches 0.75-0.9 into a 62 px face's eye, not more.
+        for eye in (c["lm"][36:42], c["lm"][42:48]):
             px, py = np.round(eye.mean(0)).astype(int)
-            assert matte[py - 1:py + 2, px - 1:px + 2].min() >= 0.99, f"frame {frame}: the eye at {(py, px)}"
+            assert matte[py - 1:py + 2, px - 1:px + 2].min() >= 0.7, f"frame {frame}: the eye at {(py, px)}"
         # The frame's lines, not a blob: most of the lens area inside the rims stays the swapped face.
         g = _detect(c)
         assert (matte == 0.0).sum() < 2.5 * g.mask.sum()
         lens = np.zeros_like(matte)
         for eye in (c["lm"][36:42], c["lm"][42:48]):
             cv2.fillConvexPoly(lens, np.round(eye).astype(np.int32), 1.0)
-        assert matte[lens > 0].mean() > 0.95, f"frame {frame}: the eyes are covered"
+        assert matte[lens > 0].mean() > 0.7, f"frame {frame}: the eyes are covered"
 
 
 def test_bad_input_says_what_to_pass():
@@ -126,3 +128,18 @@ def test_a_decision_pooled_over_the_track_overrides_the_crop():
     forced = glasses.detect(boy["srgb"], boy["lm"], boy["plate_px"], wears=True)
     eye = np.round(boy["lm"][36:42].mean(0)).astype(int)
     assert not forced.mask[eye[1], eye[0]]
+
+
+@pytest.mark.parametrize("plate_px", [1.0, 2.0])
+def test_the_frames_halo_is_kept_from_the_plate_and_ends_in_plate_pixels(plate_px: float):
+    """A soft plate spreads a frame's darkness into the skin beside it: the matte keeps that halo, as wide in plate
+    pixels whatever the crop's scale, and leaves skin further away exactly 1."""
+    size = int(80 * plate_px)
+    line = np.zeros((size, size), bool)
+    line[size // 2, :] = True
+    matte = frame_matte(line, plate_px)
+    row = matte[:, size // 2]
+    at = lambda px: float(row[size // 2 + int(round(px * plate_px))])  # noqa: E731
+    assert at(0) == 0.0
+    assert at(1) < 0.25 and at(2) < 0.6, "the frame's halo is swapped"
+    assert at(3) > at(2) and at(9) == 1.0, "skin away from the frame is not the swap"

@@ -1,0 +1,106 @@
+"""A nearer head is an occluder (engine.stages.in_front), on a real segment of the walkers clip (plate frames
+76-95 as PNG, numbered as the movie plate numbers them): the man in glasses walks in front of the white-haired
+man, whose face is found whole (its hidden side guessed). The white-haired man's own matte must stop at the
+nearer man's head, and there the composite is the plate bit for bit; without the rule his swap covered the nearer
+man's hair (an orange patch and speckled skin on the contact sheets)."""
+
+from __future__ import annotations
+
+import os
+
+import cv2
+import numpy as np
+import pytest
+
+from engine.analysis.record import ShotAnalysis, TrackRecord
+from engine.io.plates import Plate
+from engine.job import ImageInput, SwapJob
+from engine.pipeline import Engine
+from engine.settings import validate
+from engine.stages import geometry68, in_front
+from engine.stages.contracts import Face
+from tests.conftest import read
+from tests.shared_data import path as shared
+from tests.shared_data import walkers_segment
+
+FIRST, LAST, FRAME = 76, 95, 93
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory) -> tuple[Engine, str, ShotAnalysis]:
+    """The engine, the segment's pattern and its real shot analysis (BlazeFace + mesh)."""
+    engine, segment = Engine(), walkers_segment(str(tmp_path_factory.mktemp("walkers")), FIRST, LAST)
+    return engine, segment, engine.shot_analysis(Plate(ImageInput(path=segment)), validate({}))
+
+
+def _track(a: ShotAnalysis, x_lo: float, x_hi: float) -> TrackRecord:
+    found = [t for t in a.tracks if FRAME in t and x_lo <= t.face(FRAME).landmarks68[:, 0].mean() <= x_hi]
+    assert len(found) == 1, f"{len(found)} tracks at x {x_lo}-{x_hi} on frame {FRAME}"
+    return found[0]
+
+
+def _mask(points: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    out = np.zeros(shape, np.uint8)
+    cv2.fillConvexPoly(out, np.round(cv2.convexHull(points.astype(np.float32))).astype(np.int32).reshape(-1, 2), 1)
+    return out > 0
+
+
+def _render(engine: Engine, segment: str, out: str) -> dict[str, np.ndarray]:
+    job = SwapJob(sources=[ImageInput(path=shared("photos/paul_rudd.jpg"))], plate=ImageInput(path=segment),
+                  output_dir=out, settings={"output_mode": "composite"}, frame_start=FRAME, frame_end=FRAME)
+    engine.run(job, lambda e: None)
+    return read(os.path.join(out, f"facefusion.{FRAME:04d}.exr"))[0]
+
+
+def test_the_nearer_head_keeps_the_plate_over_the_face_behind_it(scene, tmp_path, monkeypatch):
+    engine, segment, analysis = scene
+    behind, front = _track(analysis, 1120, 1160), _track(analysis, 1170, 1200)
+    b, f = behind.face(FRAME), front.face(FRAME)
+    assert in_front.nearer(b, [f]) == [f] and in_front.nearer(f, [b]) == [], (b.size, f.size)
+    plate = Plate(ImageInput(path=segment)).read(FRAME)[0]
+    shape = plate.shape[:2]
+    # The nearer head over the white-haired man's face: inside his outline and inside the nearer head.
+    hull_b = _mask(geometry68.with_forehead(b.landmarks68), shape)
+    head_f = _mask(in_front.head_outline(f.landmarks68), shape)
+    over = hull_b & head_f
+    assert over.sum() >= 200, f"only {over.sum()} px of the nearer head over the face behind: nothing to test"
+    # Its hair there: outside the nearer man's own face outline (his own matte's reach), where only the plate
+    # may show.
+    face_f = cv2.dilate(_mask(geometry68.with_forehead(f.landmarks68), shape).astype(np.uint8),
+                        np.ones((7, 7), np.uint8)) > 0
+    hair = over & ~face_f
+    ch = _render(engine, segment, str(tmp_path / "with"))
+    own = _own_layer(ch, b)
+    assert (own[over] == 0.0).all(), f"{(own[over] > 0).mean():.2f} of the nearer head under the face behind's matte"
+    stored = plate[..., :3].astype(np.float16).astype(np.float32)
+    rgb = np.stack([ch["R"], ch["G"], ch["B"]], -1)
+    assert hair.sum() >= 10 and (rgb[hair] == stored[hair]).all(), "the composite is not the plate on his hair"
+    # Without the rule, the face behind's matte covers the nearer head: the checks above can fail.
+    monkeypatch.setattr(in_front, "IN_FRONT_RATIO", np.inf)
+    off = _own_layer(_render(engine, segment, str(tmp_path / "without")), b)
+    assert (off[over] > 0.5).mean() > 0.5
+    # Where the face behind shows, the rule takes nothing away: as much of it is replaced as without it.
+    inner_b = cv2.erode(hull_b.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0  # inside the outline's feather
+    # (the head grown by its ears and hair beside it, in_front.SIDE, and the soft edge: 12 px on this 69 px face)
+    visible_b = inner_b & ~(cv2.dilate(head_f.astype(np.uint8), np.ones((25, 25), np.uint8)) > 0)
+    assert visible_b.sum() >= 300, visible_b.sum()
+    assert (own[visible_b] > 0.5).mean() >= (off[visible_b] > 0.5).mean() - 0.02 > 0.5
+
+
+def _own_layer(ch: dict[str, np.ndarray], face: Face) -> np.ndarray:
+    """The per-face matte layer (Face<n>.A) whose pixels centre nearest the face's box centre."""
+    def dist(name: str) -> float:
+        ys, xs = np.nonzero(ch[name] > 0.5)
+        return np.inf if not len(xs) else float(np.hypot(xs.mean() - face.centre[0], ys.mean() - face.centre[1]))
+    return ch[min((n for n in ch if n.startswith("Face") and n[4:-2].isdigit()), key=dist)]
+
+
+def test_faces_of_a_like_size_or_smaller_are_never_in_front():
+    lm = np.zeros((68, 2))  # nearer() reads sizes; it only needs the points to be there
+    own = Face(box=np.array([0, 0, 100, 100.0]), score=1.0, landmarks68=lm, track_id=1)
+    like = Face(box=np.array([50, 0, 160, 100.0]), score=1.0, landmarks68=lm, track_id=2)  # 1.05x: undecided
+    small = Face(box=np.array([50, 0, 130, 80.0]), score=1.0, landmarks68=lm, track_id=3)
+    big = Face(box=np.array([50, 0, 170, 120.0]), score=1.0, landmarks68=lm, track_id=4)
+    no_points = Face(box=np.array([50, 0, 200, 150.0]), score=1.0, track_id=5)
+    assert in_front.nearer(own, [like, small, big, no_points]) == [big]
+    assert in_front.nearer(own, [own]) == []
