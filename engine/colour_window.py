@@ -26,6 +26,12 @@ LEVEL_RADIUS = 0
 LEVEL_OWN_PX = 400
 
 
+def level_radius(tone: lighting.SkinTone, m: np.ndarray, pooled: int) -> int:
+    """Frames either side the face's level is smoothed over: LEVEL_RADIUS when its skin (``tone.pixels``, crop
+    pixels of the frame -> crop matrix ``m``) shows at least LEVEL_OWN_PX plate pixels, else ``pooled``."""
+    return LEVEL_RADIUS if tone.pixels / track_models.plate_px(m) ** 2 >= LEVEL_OWN_PX else pooled
+
+
 class ColourWindow:
     def __init__(self, ctx: JobContext, selected: dict[int, list[Face]],
                  stats: dict[tuple[int, int], colour_match.SkinStats] | None = None) -> None:
@@ -93,8 +99,7 @@ class ColourWindow:
         measures = [fc.measures] if fc.measures is not None else []
         tones = [m.tone for m in measures if m.tone is not None]
         if tones:
-            skin_px = tones[0].pixels / track_models.plate_px(fc.m) ** 2  # in plate pixels
-            radius = LEVEL_RADIUS if skin_px >= LEVEL_OWN_PX else self.radius
+            radius = level_radius(tones[0], fc.m, self.radius)
             tones = [self.ctx.track_models.smoothed_tone(tones[0], fc.track, frame, radius)]
         details = [m.detail for m in measures if m.detail is not None]
         # The target's skin where nothing covers it; the swap's skin where it shows the source's own face.
