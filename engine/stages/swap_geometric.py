@@ -32,6 +32,11 @@ KEEP_EYES = False
 # expression error 0.032 at 0.04 (the 68-point path 0.046, the reference swap 0.033), 0.036 at 0.08 (dlib
 # distance to the source 0.601 and 0.613).
 MESH_LIPS_GROW = 0.04
+# mouth_openness's ramp, inner-lip gap over eye distance. A steeper one (0.012, 0.02) kept slightly parted mouths
+# open (walkers 36-52, 37 faces: expression error 0.038 -> 0.030; 56-87: 0.024 -> 0.023), but Rudd's photo's lips
+# parted by a hair were then the plate's: Jolie onto Rudd, dlib distance to the source 0.655 -> 0.662, expression
+# error 0.008 -> 0.013 (the reference swap's 0.008).
+OPEN_FROM, OPEN_SPAN = 0.01, 0.04
 LIPS_GROW = 0.04  # the same on the 68-point path (0.06: tests/test_engine_swap.py identity turned to the original)
 # The warp over the 468-point mesh (mesh_warp.py) is built but off by default: walkers 46-69 (63 faces >= 60 px,
 # bench/QUALITY.md), mesh / 68 path: sharpness 0.762 / 0.915 (target 0.8-1.25; the 107 px boy 0.485 / 0.872, his
@@ -171,12 +176,12 @@ def piecewise_affine_maps(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, si
 
 
 def mouth_openness(lm68: np.ndarray) -> float:
-    """0 for a closed mouth (gap 0.01 of the eye distance) to 1 for one open by 0.05 or more (inner-lip gap, the quality
-    report's measure): how much of the plate's lips the swap keeps."""
+    """0 for a closed mouth (gap OPEN_FROM of the eye distance) to 1 for one open by OPEN_FROM + OPEN_SPAN or more
+    (inner-lip gap, the quality report's measure): how much of the plate's lips the swap keeps."""
     lm = np.asarray(lm68, np.float64)
     eyes = np.linalg.norm(lm[geometry68.LEFT_EYE].mean(0) - lm[geometry68.RIGHT_EYE].mean(0))
     gap = np.mean([np.linalg.norm(lm[a] - lm[b]) for a, b in ((61, 67), (62, 66), (63, 65))])
-    return float(np.clip((gap / max(eyes, 1e-9) - 0.01) / 0.04, 0.0, 1.0))
+    return float(np.clip((gap / max(eyes, 1e-9) - OPEN_FROM) / OPEN_SPAN, 0.0, 1.0))
 
 
 def _eyes_mouth_mask(lm68: np.ndarray, size: int, scale: float, eyes: bool = True) -> np.ndarray:
