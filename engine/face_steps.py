@@ -124,8 +124,9 @@ def mattes(ctx: JobContext, crops: list[Crop], swapped: Swapped, refined: list[n
         if swapped.regions is not None:  # the source's hair and backdrop never reach a later step: the plate there
             r = swapped.regions[i][..., None]
             swapped709 = swapped709 * r + target709 * (1.0 - r)
+        clear = None if visible[i] is None else in_front.away_from(visible[i], c.face.size * track_models.plate_px(c.m))
         measures, skin, region = track_models.measure(target709, c.lm, c.size, c.m, s.matte_erode, s.matte_feather,
-                                                      p.plate[..., :3], visible[i])
+                                                      p.plate[..., :3], clear)
         layers["Skin"] = skin
         keep = swapped.keeps[i] if swapped.keeps is not None else None
         stats = colour_match.skin_stats(target709, skin) if s.colour_match != "none" else None

@@ -47,7 +47,7 @@ def measure(target709: np.ndarray, lm68: np.ndarray, size: int, m: np.ndarray, e
     crop-space landmarks. ``plate_lin``: the frame (linear, any gamut) the crop was cut from; given, the detail
     figure is raised by what the cut and the paste's resampling take away (``resample_loss``), so the pasted
     face ends with the plate's own sharpness rather than that of a resampled copy. ``visible``: where no nearer
-    head covers the face (engine.stages.in_front); the skin stops there."""
+    head covers the face or comes near it (engine.stages.in_front.away_from); the skin stops there."""
     pts78 = geometry68.with_forehead(lm68)
     skin = masks.skin_matte(pts78, lm68, size)
     if visible is not None:

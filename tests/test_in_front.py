@@ -75,6 +75,13 @@ def test_the_nearer_head_keeps_the_plate_over_the_face_behind_it(scene, tmp_path
     stored = plate[..., :3].astype(np.float16).astype(np.float32)
     rgb = np.stack([ch["R"], ch["G"], ch["B"]], -1)
     assert hair.sum() >= 10 and (rgb[hair] == stored[hair]).all(), "the composite is not the plate on his hair"
+    # The plate's skin is measured away from the nearer head (its hair's edge is no skin texture to copy): beyond
+    # the head's own reach (its ears and hair beside it, and the soft edge), a band MEASURE_MARGIN of the face wide
+    # holds no skin. Without the margin the skin matte there is 0.6-0.7.
+    d = cv2.distanceTransform((~head_f).astype(np.uint8), cv2.DIST_L2, 5)
+    start = in_front.SIDE * f.size + 3.0
+    near = (d > start) & (d <= start + 0.1 * b.size - 1.0) & hull_b & ~face_f  # 0.1: MEASURE_MARGIN
+    assert near.sum() >= 100 and ch["Skin.A"][near].mean() < 0.05, "the face behind's skin reaches the nearer head"
     # Without the rule, the face behind's matte covers the nearer head: the checks above can fail.
     monkeypatch.setattr(in_front, "IN_FRONT_RATIO", np.inf)
     off = _own_layer(_render(engine, segment, str(tmp_path / "without")), b)
