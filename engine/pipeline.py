@@ -198,8 +198,10 @@ class Engine:
         for f in near:  # the plate skin tones the lighting step smooths its level by (engine.track_models)
             for face in selected[f]:
                 ctx.track_models.add_tone(face.track_id, f, tracks[face.track_id].stats.get("skin_tone"))
-        for f in todo:  # every face of the frame, selected or not: a nearer head is an occluder (stages/in_front)
-            ctx.frame_faces[f] = [t.face(f) for t in analysis.tracks if f in t]
+        # Every face of the frame, selected or not: a nearer head is an occluder (stages/in_front). Its outline and
+        # size only: a long job holds these for every frame.
+        for f in todo:
+            ctx.frame_faces[f] = [dataclasses.replace(t.face(f), mesh468=None) for t in analysis.tracks if f in t]
         for tid in {face.track_id for f in todo for face in selected[f]}:  # glasses: one decision per track
             ctx.track_models.add_glasses(tid, tracks[tid].stats.get("glasses"))
         return {f: selected[f] for f in todo}, stats
