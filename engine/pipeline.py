@@ -33,7 +33,7 @@ from engine.job import EventSink, ImageInput, SwapJob, frames_text
 from engine.outputs import output_name, sweep_partials
 from engine.provenance import Provenance, mark_preview, neural_models
 from engine.records import JobContext, PendingFrame, PreviewResult
-from engine.selection import select_faces
+from engine.selection import frame_faces, select_faces
 from engine.sources import SourceTexture, analyse_sources, landmarks_keeping_mesh, photo_detectors
 from engine.stages import registry
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, warp_crop
@@ -198,10 +198,7 @@ class Engine:
         for f in near:  # the plate skin tones the lighting step smooths its level by (engine.track_models)
             for face in selected[f]:
                 ctx.track_models.add_tone(face.track_id, f, tracks[face.track_id].stats.get("skin_tone"))
-        # Every face of the frame, selected or not: a nearer head is an occluder (stages/in_front). Its outline and
-        # size only: a long job holds these for every frame.
-        for f in todo:
-            ctx.frame_faces[f] = [dataclasses.replace(t.face(f), mesh468=None) for t in analysis.tracks if f in t]
+        ctx.frame_faces.update(frame_faces(analysis, todo))  # a nearer head is an occluder (stages/in_front)
         for tid in {face.track_id for f in todo for face in selected[f]}:  # glasses: one decision per track
             ctx.track_models.add_glasses(tid, tracks[tid].stats.get("glasses"))
         return {f: selected[f] for f in todo}, stats

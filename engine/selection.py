@@ -6,6 +6,7 @@ a shot rendered whole, in chunks or one frame at a time replaces the same faces 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from engine.analysis import ShotAnalysis
@@ -74,3 +75,9 @@ def _reference_track(analysis: ShotAnalysis, s: Any) -> Any:
                           "pick a face index shown by the face picker (counted left to right from 0)")
     tid = faces[idx].track_id
     return next(t for t in analysis.tracks if t.track_id == tid)
+
+
+def frame_faces(analysis: ShotAnalysis, frames: list[int]) -> dict[int, list[Face]]:
+    """Every tracked face on each of ``frames``, selected or not, with its outline and size only (no mesh: a long
+    job holds these for every frame)."""
+    return {f: [dataclasses.replace(t.face(f), mesh468=None) for t in analysis.tracks if f in t] for f in frames}
