@@ -98,8 +98,8 @@ def mattes(ctx: JobContext, crops: list[Crop], swapped: Swapped, refined: list[n
     if "Occlusion" not in layer_mattes:  # no neural occluder: the classic one, from the track's own skin model
         layer_mattes["Occlusion"] = classic_occlusion(ctx, crops)
     # Nearer heads on the frame (replaced or not) are occluders too, and no measure of the plate's skin counts them.
-    visible = [in_front.visible_matte(c.face, c.m, c.size, ctx.frame_faces.get(pendings[owner[i]].frame, []))
-               for i, c in enumerate(crops)]
+    visible = [in_front.visible_matte(c.face, c.m, c.size, ctx.frame_faces.get(pendings[owner[i]].frame, []),
+                                      track_models.plate_px(c.m)) for i, c in enumerate(crops)]
     layer_mattes["Occlusion"] = [occ if v is None else v if occ is None else np.minimum(np.asarray(occ, np.float32), v)
                                  for occ, v in zip(layer_mattes["Occlusion"], visible, strict=True)]
     for i, c in enumerate(crops):
@@ -148,4 +148,3 @@ def classic_occlusion(ctx: JobContext, crops: list[Crop]) -> list[np.ndarray | N
         out.append(None if model is None else occlusion_matte(c.target, c.lm, model, plate_px=plate_px,
                                                               wears=wears) * hull)
     return out
-

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from engine.stages import geometry68
+from engine.stages import geometry68, masks
 from engine.stages.align import transform_points
 from engine.stages.contracts import Face
 
@@ -33,12 +33,17 @@ MEASURE_MARGIN = 0.1  # skin measures keep this share of the face behind's size 
 def head_outline(lm68: np.ndarray) -> np.ndarray:
     """(N, 2) convex polygon, in the landmarks' own pixels, round a head: the face outline with its forehead,
     moved up by the hair and down by the neck (along the face's own vertical, so a tilted head tilts it)."""
+    return _head(lm68)[0]
+
+
+def _head(lm68: np.ndarray) -> tuple[np.ndarray, float]:
+    """(``head_outline``'s polygon, the face's size in the landmarks' pixels: geometry68.face_scale)."""
     pts = geometry68.with_forehead(np.asarray(lm68, np.float64))
     scale = geometry68.face_scale(pts)
     up = pts[36:48].mean(0) - pts[8]
     up /= max(float(np.linalg.norm(up)), 1e-9)
     hull = np.concatenate([pts, pts[68:] + HAIR_UP * scale * up, pts[3:14] - NECK_DOWN * scale * up])
-    return cv2.convexHull(hull.astype(np.float32)).reshape(-1, 2)
+    return cv2.convexHull(hull.astype(np.float32)).reshape(-1, 2), scale
 
 
 def nearer(own: Face, others: Sequence[Face]) -> list[Face]:
@@ -47,30 +52,25 @@ def nearer(own: Face, others: Sequence[Face]) -> list[Face]:
             and o.size >= IN_FRONT_RATIO * own.size]
 
 
-def visible_matte(own: Face, m: np.ndarray, size: int, others: Sequence[Face]) -> np.ndarray | None:
-    """float32 (size, size) in the crop of ``own`` (frame -> crop matrix ``m``): 0 where a nearer face's head
-    covers it, 1 elsewhere, its soft edge on the visible side. None when no nearer head reaches the crop."""
+def visible_matte(own: Face, m: np.ndarray, size: int, others: Sequence[Face], plate_px: float
+                  ) -> np.ndarray | None:
+    """float32 (size, size) in the crop of ``own`` (frame -> crop matrix ``m``, ``plate_px`` crop pixels per plate
+    pixel): 0 where a nearer face's head covers it, 1 elsewhere, its soft edge on the visible side. None when no
+    nearer head reaches the crop."""
     heads = nearer(own, others)
     if not heads:
         return None
-    plate_px = float(np.sqrt(abs(np.linalg.det(np.asarray(m, np.float64)[:, :2]))))
     cover = np.zeros((size, size), np.uint8)
     for o in heads:
-        poly = transform_points(m, head_outline(o.landmarks68))
-        scale_px = geometry68.face_scale(geometry68.with_forehead(np.asarray(o.landmarks68, np.float64))) * plate_px
-        grow = max(1, int(round(SIDE * scale_px)))
+        poly, scale = _head(o.landmarks68)
+        grow = max(1, int(round(SIDE * scale * plate_px)))
         one = np.zeros_like(cover)
-        cv2.fillConvexPoly(one, np.round(poly).astype(np.int32), 1)
+        cv2.fillConvexPoly(one, np.round(transform_points(m, poly)).astype(np.int32), 1)
         cover |= cv2.dilate(one, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1)))
     if not cover.any():
         return None
     sigma = max(FEATHER * own.size * plate_px / 2.0, 0.5)
-    reach = max(1, int(np.ceil(3.0 * sigma)))
-    soft = cv2.GaussianBlur(cv2.dilate(cover.astype(np.float32),
-                                       cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * reach + 1,) * 2)),
-                            (0, 0), sigma)
-    soft[soft < 1.0 / 1024] = 0.0  # away from the nearer head the face stays exactly 1
-    return np.where(cover > 0, 0.0, 1.0 - np.clip(soft, 0.0, 1.0)).astype(np.float32)
+    return masks.uncovered(cover > 0, max(1, int(np.ceil(3.0 * sigma))), sigma)
 
 
 def away_from(visible: np.ndarray, face_px: float) -> np.ndarray:

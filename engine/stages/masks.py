@@ -18,6 +18,18 @@ def erode_mask(mask: np.ndarray, radius: float) -> np.ndarray:
     return (dist > radius).astype(np.float32)
 
 
+def uncovered(cover: np.ndarray, grow: int, sigma: float, floor: float = 1.0 / 1024) -> np.ndarray:
+    """float32 (H, W): 0 on ``cover`` (bool), rising to 1 away from it: the cover grown by ``grow`` px and blurred by
+    ``sigma``, so the whole soft edge lies on the uncovered side. Values under ``floor`` are snapped to 0 so pixels
+    far from the cover stay exactly 1."""
+    spread = cover.astype(np.float32)
+    if grow > 0:
+        spread = cv2.dilate(spread, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1)))
+    spread = cv2.GaussianBlur(spread, (0, 0), sigma)
+    spread[spread < floor] = 0.0
+    return np.where(cover, 0.0, 1.0 - np.clip(spread, 0.0, 1.0)).astype(np.float32)
+
+
 def face_matte(pts78: np.ndarray, size: int, erode: float, feather: float) -> np.ndarray:
     """float32 (size, size) in [0, 1]. ``erode`` and ``feather`` are fractions of the face size."""
     scale = geometry68.face_scale(pts78)

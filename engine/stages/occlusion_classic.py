@@ -24,7 +24,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from engine.stages import geometry68, glasses
+from engine.stages import geometry68, glasses, masks
 from engine.stages.source_region import SkinGaussian, lab_of_srgb, points78
 
 _CHEEKS = [[2, 3, 4, 48, 31], [14, 13, 12, 54, 35], [27, 31, 30, 35]]  # both cheeks and the nose
@@ -222,14 +222,10 @@ def occlusion_matte(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetS
     occ = occluders(crop_srgb, landmarks, model)
     scale = geometry68.face_scale(points78(landmarks))
     sigma = feather * scale / 2.0
-    cover = occ.astype(np.float32)
     if sigma >= 0.3 and occ.any():
-        grow = int(np.ceil(3.0 * sigma))
-        cover = cv2.dilate(cover, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1)))
-        cover = cv2.GaussianBlur(cover, (0, 0), sigma)
-        cover[cover < 1.0 / 1024] = 0.0  # skin away from occluders stays exactly 1
-    matte = 1.0 - np.clip(cover, 0.0, 1.0)
-    matte[occ] = 0.0
+        matte = masks.uncovered(occ, int(np.ceil(3.0 * sigma)), sigma)
+    else:
+        matte = 1.0 - occ.astype(np.float32)
     # detect() limits the mask to the face outline; a track decided without glasses skips the detector.
     frame = glasses.detect(crop_srgb, landmarks, plate_px, wears).mask if wears is not False else None
     if frame is not None and frame.any():
@@ -242,8 +238,5 @@ def frame_matte(frame: np.ndarray, plate_px: float) -> np.ndarray:
     frame into the skin beside it; a matte that stops at the line puts the swapped skin's hard step there instead.
     The man in glasses on walkers 70-80 (62 px face), edge ratio: 1.20 with a 0.5 px feather; the line grown by 1
     plate pixel and feathered 1.5: 1.12; grown 2, feathered 1.5: 1.04 (the frame's own blur, kept from the plate)."""
-    grow = max(1, int(round(FRAME_HALO_PX * plate_px)))
-    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1))
-    halo = cv2.GaussianBlur(cv2.dilate(frame.astype(np.float32), kernel), (0, 0), FRAME_FEATHER_PX * plate_px)
-    halo[halo < 1.0 / 2048] = 0.0  # skin away from the frame stays exactly 1
-    return np.where(frame, 0.0, 1.0 - np.clip(halo, 0.0, 1.0)).astype(np.float32)
+    return masks.uncovered(frame, max(1, int(round(FRAME_HALO_PX * plate_px))), FRAME_FEATHER_PX * plate_px,
+                           floor=1.0 / 2048)
