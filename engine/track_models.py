@@ -41,17 +41,17 @@ def measure_region(skin: np.ndarray, landmark_matte: np.ndarray) -> np.ndarray:
 
 
 def measure(target709: np.ndarray, lm68: np.ndarray, size: int, m: np.ndarray, erode: float, feather: float,
-            plate_lin: np.ndarray | None = None, visible: np.ndarray | None = None
+            plate_lin: np.ndarray | None = None, clear: np.ndarray | None = None
             ) -> tuple[PlateMeasures, np.ndarray, np.ndarray]:
     """(the plate face's measures, its skin matte, where they were measured) from its linear Rec.709 crop and
     crop-space landmarks. ``plate_lin``: the frame (linear, any gamut) the crop was cut from; given, the detail
     figure is raised by what the cut and the paste's resampling take away (``resample_loss``), so the pasted
-    face ends with the plate's own sharpness rather than that of a resampled copy. ``visible``: where no nearer
+    face ends with the plate's own sharpness rather than that of a resampled copy. ``clear`` (0/1): where no nearer
     head covers the face or comes near it (engine.stages.in_front.away_from); the skin stops there."""
     pts78 = geometry68.with_forehead(lm68)
     skin = masks.skin_matte(pts78, lm68, size)
-    if visible is not None:
-        skin = skin * (visible >= 0.5)
+    if clear is not None:
+        skin = skin * clear
     region = measure_region(skin, masks.face_matte(pts78, size, erode, feather))
     tone = skin_tone(target709, region)
     detail = None
