@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from engine.runtime import ProviderError, Runtime, batching, providers
+from engine.runtime import ProviderError, Runtime, batching, graph_heads, providers
 from tests.neural import graphs
 
 
@@ -120,3 +120,33 @@ def test_oom_falls_back_to_smaller_tiles():
     assert sizes[0] == 300 and max(sizes[-4:]) <= 100
     with pytest.raises(batching.OutOfMemory, match="tiles"):
         batching.run_tiled_with_backoff(img, lambda t: (_ for _ in ()).throw(MemoryError()), 2, 256, 8)
+
+
+def _logits_graph(path) -> str:
+    """A 1x1 convolution from RGB to 19 random class logits, any batch and size."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(7).standard_normal((19, 3, 1, 1)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["input", "w"], ["logits"])], "logits",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["n", 3, "h", "w"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", 19, "h", "w"])],
+        [numpy_helper.from_array(w, "w")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_a_labels_head_returns_the_logits_argmax_as_uint8_from_its_own_session(tmp_path):
+    path = _logits_graph(tmp_path / "parse.onnx")
+    rt = Runtime(providers_spec="cpu", max_batch=2)
+    plain = rt.session_for_path("parse", path)
+    headed = rt.session_for_path("parse", path, head=graph_heads.argmax_labels)
+    assert headed is not plain and rt.session_for_path("parse", path, head=graph_heads.argmax_labels) is headed
+    x = np.random.default_rng(3).uniform(-2, 2, (5, 3, 64, 64)).astype(np.float32)
+    (logits,) = plain.run_batched({"input": x})
+    (labels,) = headed.run_batched({"input": x}, outputs=[graph_heads.LABELS])
+    assert labels.dtype == np.uint8 and labels.shape == (5, 64, 64)
+    assert len(np.unique(labels)) > 5  # a real argmax over the classes, not a constant
+    np.testing.assert_array_equal(labels, logits.argmax(axis=1))
+    assert graph_heads.LABELS not in plain.output_names  # the file itself is untouched

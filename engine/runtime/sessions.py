@@ -21,6 +21,7 @@ from engine.runtime.providers import ProviderConfig, SessionReport
 _ORT_DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
                "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(uint8)": np.uint8,
                "tensor(bool)": np.bool_}
+Head = Callable[[Any], Any]  # onnx.ModelProto -> onnx.ModelProto (graph_heads.py)
 
 
 class ModelSession:
@@ -105,19 +106,22 @@ class Runtime:
         self._lock = threading.Lock()
         self._key_locks: dict[tuple, threading.Lock] = {}
 
-    def session(self, model_id: str) -> ModelSession:
-        """The shared session of a catalogue model (verified; never downloaded here)."""
+    def session(self, model_id: str, head: Head | None = None) -> ModelSession:
+        """The shared session of a catalogue model (verified; never downloaded here), with ``head`` (a graph
+        rewrite from graph_heads.py) applied to its graph first."""
         from engine.models import catalogue, resolve
 
         entry = catalogue.get(model_id)
         path = resolve(model_id, self.models_dir)
-        return self.session_for_path(model_id, path, fp16_ok=entry.fp16)
+        return self.session_for_path(model_id, path, fp16_ok=entry.fp16, head=head)
 
-    def session_for_path(self, model_id: str, path: str | os.PathLike[str], *, fp16_ok: bool = False) -> ModelSession:
+    def session_for_path(self, model_id: str, path: str | os.PathLike[str], *, fp16_ok: bool = False,
+                         head: Head | None = None) -> ModelSession:
         import onnxruntime as ort
 
         path = Path(path)
-        key = (str(path.resolve()), self.config.device_id, self.config.providers, self.config.precision)
+        key = (str(path.resolve()), self.config.device_id, self.config.providers, self.config.precision,
+               head.__name__ if head else "")
         with self._lock:
             if key in self._sessions:
                 return self._sessions[key]
@@ -131,7 +135,12 @@ class Runtime:
             if self.threads:
                 so.intra_op_num_threads = self.threads
             so.log_severity_level = 3
-            sess = ort.InferenceSession(str(path), sess_options=so, providers=[p for p, _ in plan],
+            model: str | bytes = str(path)
+            if head is not None:
+                import onnx
+
+                model = head(onnx.load(str(path))).SerializeToString()
+            sess = ort.InferenceSession(model, sess_options=so, providers=[p for p, _ in plan],
                                         provider_options=[o for _, o in plan])
             actual = providers.check_loaded(self.config, [p for p, _ in plan], sess.get_providers(), model_id,
                                             warnings)

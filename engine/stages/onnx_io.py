@@ -48,7 +48,10 @@ def u8_to_unit(image_u8: np.ndarray) -> np.ndarray:
 
 
 class NeuralBackend:
-    """A catalogue model plus its shared session. Subclasses implement one stage contract."""
+    """A catalogue model plus its shared session. Subclasses implement one stage contract; ``head`` (a
+    graph_heads.py rewrite) reduces the graph's outputs on the model's device."""
+
+    head: Any = None
 
     def __init__(self, entry: ModelEntry, runtime: Runtime, **options: Any) -> None:
         self.entry = entry
@@ -56,7 +59,7 @@ class NeuralBackend:
         self.runtime = runtime
         self.spec = entry.input
         self.options = {**entry.options, **options}
-        self.session: ModelSession = runtime.session(entry.id)
+        self.session: ModelSession = runtime.session(entry.id, type(self).head)
 
     @property
     def provider(self) -> str:

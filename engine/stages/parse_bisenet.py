@@ -8,19 +8,23 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from engine.runtime import graph_heads
 from engine.stages.onnx_io import NeuralBackend, to_tensor
 
 DEFAULT_REGIONS = ("skin", "brows", "eyes", "nose", "mouth", "lips")
 
 
 class BiSeNetParser(NeuralBackend):
+    head = staticmethod(graph_heads.argmax_labels)  # the argmax runs in the graph: labels, not logits, leave it
+
     def labels(self, crops: np.ndarray) -> np.ndarray:
         """(N, S, S, 3) sRGB crops -> (N, 512, 512) class ids."""
         size = int(self.spec.get("size", 512))
         fitted = np.stack([c if c.shape[0] == size else cv2.resize(c, (size, size), interpolation=cv2.INTER_LINEAR)
                            for c in np.asarray(crops, np.float32)])
-        (logits,) = self.session.run_batched({self.input_name("input"): to_tensor(fitted, self.spec)})[:1]
-        return np.argmax(logits, axis=1).astype(np.uint8)
+        (labels,) = self.session.run_batched({self.input_name("input"): to_tensor(fitted, self.spec)},
+                                             outputs=[graph_heads.LABELS])
+        return labels
 
     def regions(self, crops: np.ndarray, names: tuple[str, ...] = DEFAULT_REGIONS) -> np.ndarray:
         """(N, S, S) float32 matte: 1 where any of the named regions is."""
