@@ -14,17 +14,33 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 
+_OWN_TEMP: list[str] = []  # the folders pytest_configure made; removed again when the run ends
+
+
+def _own_tempdir(prefix: str) -> str:
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix=prefix)
+    _OWN_TEMP.append(d)
+    return d
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "blender: needs the real bpy module (runs in a Blender venv)")
     # Jobs append to an audit log; keep the tests' entries out of the user's own log (subprocesses inherit it).
-    import tempfile
-
-    os.environ["FACE_FUSION_AUDIT_LOG"] = os.path.join(tempfile.mkdtemp(prefix="ff-audit-"), "audit.jsonl")
-    os.environ["FACE_FUSION_CACHE_DIR"] = tempfile.mkdtemp(prefix="ff-cache-")  # analysis cache of the tests
+    os.environ["FACE_FUSION_AUDIT_LOG"] = os.path.join(_own_tempdir("ff-audit-"), "audit.jsonl")
+    os.environ["FACE_FUSION_CACHE_DIR"] = _own_tempdir("ff-cache-")  # analysis cache of the tests
     # Issue 14: a render needs consent per source identity. The tests confirm it explicitly, for the public and
     # test photos they render (insightface, scikit-image, ../shared/data), in their own store, never the user's.
-    os.environ["FACE_FUSION_CONSENT_FILE"] = os.path.join(tempfile.mkdtemp(prefix="ff-consent-"), "consent.json")
+    os.environ["FACE_FUSION_CONSENT_FILE"] = os.path.join(_own_tempdir("ff-consent-"), "consent.json")
     os.environ["FACE_FUSION_CONSENT_ALL"] = "engine tests: public test photos (insightface, scikit-image, shared data)"
+
+
+def pytest_unconfigure(config):
+    import shutil
+
+    while _OWN_TEMP:
+        shutil.rmtree(_OWN_TEMP.pop(), ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
