@@ -125,8 +125,10 @@ def mattes(ctx: JobContext, crops: list[Crop], swapped: Swapped, refined: list[n
             r = swapped.regions[i][..., None]
             swapped709 = swapped709 * r + target709 * (1.0 - r)
         clear = None if visible[i] is None else in_front.away_from(visible[i], c.face.size * track_models.plate_px(c.m))
+        shown = layers.get("Occlusion")  # the face's tone is measured where no occluder covers it
         measures, skin, region = track_models.measure(target709, c.lm, c.size, c.m, s.matte_erode, s.matte_feather,
-                                                      p.plate[..., :3], clear)
+                                                      p.plate[..., :3], clear,
+                                                      None if shown is None else shown >= 0.99)
         layers["Skin"] = skin
         keep = swapped.keeps[i] if swapped.keeps is not None else None
         stats = colour_match.skin_stats(target709, skin) if s.colour_match != "none" else None

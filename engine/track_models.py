@@ -41,19 +41,25 @@ def measure_region(skin: np.ndarray, landmark_matte: np.ndarray) -> np.ndarray:
 
 
 def measure(target709: np.ndarray, lm68: np.ndarray, size: int, m: np.ndarray, erode: float, feather: float,
-            plate_lin: np.ndarray | None = None, clear: np.ndarray | None = None
-            ) -> tuple[PlateMeasures, np.ndarray, np.ndarray]:
+            plate_lin: np.ndarray | None = None, clear: np.ndarray | None = None,
+            shown: np.ndarray | None = None) -> tuple[PlateMeasures, np.ndarray, np.ndarray]:
     """(the plate face's measures, its skin matte, where they were measured) from its linear Rec.709 crop and
     crop-space landmarks. ``plate_lin``: the frame (linear, any gamut) the crop was cut from; given, the detail
     figure is raised by what the cut and the paste's resampling take away (``resample_loss``), so the pasted
     face ends with the plate's own sharpness rather than that of a resampled copy. ``clear`` (0/1): where no nearer
-    head covers the face or comes near it (engine.stages.in_front.away_from); the skin stops there."""
+    head covers the face or comes near it (engine.stages.in_front.away_from); the skin stops there. ``shown``
+    (bool): where the occlusion matte is full (no hand, microphone or glasses frame over the face); the tone, which
+    sets the face's level and colour, is measured there only. Walkers, whole clip: with a glasses frame's dark lines
+    and halo in the tone, the man in glasses came out dark (dE76 median 1.81 on his 55 faces, 0.60 without them);
+    the detail figure and the skin matte keep the whole region (with the occluders left out of those too, his skin
+    sharpness fell from 0.94 to 0.77 of the plate's and the clip's expression error rose from 0.030 to 0.032)."""
     pts78 = geometry68.with_forehead(lm68)
     skin = masks.skin_matte(pts78, lm68, size)
     if clear is not None:
         skin = skin * clear
     region = measure_region(skin, masks.face_matte(pts78, size, erode, feather))
-    tone = skin_tone(target709, region)
+    unoccluded = region if shown is None else region * shown
+    tone = skin_tone(target709, unoccluded if unoccluded.sum() >= _MIN_INNER_PX else region)
     detail = None
     if region.sum() >= _MIN_INNER_PX:
         detail = plate_detail(target709, region, plate_px(m))

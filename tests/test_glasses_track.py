@@ -141,3 +141,32 @@ def test_without_a_decision_in_the_analysis_each_crop_decides():
     tm.add_glasses(5, {"pooled": {"wears": False, "median": 0.4}})
     tm.add_glasses(6, {"pooled": {"wears": True, "median": 2.2}})
     assert (tm.wears_glasses(5), tm.wears_glasses(6), tm.wears_glasses(-1)) == (False, True, None)
+
+
+def test_the_tone_that_sets_his_level_leaves_his_glasses_frame_out(analysis, segment):
+    """The man's skin region reaches his glasses frame (dark lines on his cheeks and nose): measured with it, his
+    face's level came out dark (dE76 median 1.81 on his faces of the whole clip, 0.60 without). The tone is
+    measured where the occlusion matte is full; the detail figure keeps the whole region."""
+    from engine import track_models
+    from engine.stages.lighting import skin_tone
+
+    plate = Plate(ImageInput(path=segment))
+    man = _man(analysis)
+    frame = 55
+    crop, lm, m = _render_crop(plate, analysis, man, frame)
+    lin709 = colour.srgb_decode(crop)
+    shown = occlusion_matte(crop, lm, fit_skin_model([crop], [lm]), plate_px=plate_px(m), wears=True) >= 0.99
+    size = crop.shape[0]
+    with_frame, skin, region = track_models.measure(lin709, lm, size, m, 0.03, 0.06)
+    without, skin2, region2 = track_models.measure(lin709, lm, size, m, 0.03, 0.06, shown=shown)
+    np.testing.assert_array_equal(skin, skin2)  # the skin matte and where detail is measured do not change
+    np.testing.assert_array_equal(region, region2)
+    assert with_frame.detail is not None and without.detail is not None
+    assert without.detail.energy == with_frame.detail.energy
+    covered = (region > 0.5) & ~shown
+    assert covered.sum() >= 30, f"only {covered.sum()} px of his frame in the measured region: nothing to test"
+    want = skin_tone(lin709, region * shown)
+    np.testing.assert_allclose(without.tone.mean, want.mean, rtol=1e-6)
+    lum = np.array([0.2126, 0.7152, 0.0722])
+    # The frame's lines darken the tone: 2.6 % on this frame (about 1 L*), which pooled along his track gave a dark face
+    assert without.tone.mean @ lum > 1.01 * (with_frame.tone.mean @ lum), (without.tone.mean, with_frame.tone.mean)

@@ -111,3 +111,44 @@ def test_faces_of_a_like_size_or_smaller_are_never_in_front():
     no_points = Face(box=np.array([50, 0, 200, 150.0]), score=1.0, track_id=5)
     assert in_front.nearer(own, [like, small, big, no_points]) == [big]
     assert in_front.nearer(own, [own]) == []
+
+
+def test_the_shot_analysis_measures_the_face_behind_without_the_nearer_head(scene):
+    """The statistics the colour and lighting steps pool along a track (engine.analysis.stats) leave the nearer
+    head out as the render's own measures do: on frame 93 the white-haired man's statistics crop holds the nearer
+    man's hair and cheek, and his stored skin colour must be what his own visible skin gives."""
+    from engine.analysis import stats
+    from engine.stages import colour_match, masks
+
+    engine, segment, analysis = scene
+    behind, front = _track(analysis, 1120, 1160), _track(analysis, 1170, 1200)
+    b, f = behind.face(FRAME), front.face(FRAME)
+    lin, gamut = Plate(ImageInput(path=segment)).read(FRAME)[0][..., :3], "rec709"  # a PNG plate: sRGB primaries
+    alone = stats.TrackFrame(FRAME, lin, gamut, b)
+    crowd = stats.TrackFrame(FRAME, lin, gamut, b, [f])
+    crop, lm = crowd.crop709()
+    whole = masks.skin_matte(geometry68.with_forehead(lm), lm, stats.STATS_CROP)
+    np.testing.assert_array_equal(alone.skin(), whole)  # no other face: the skin as before
+    head = np.zeros(whole.shape, np.uint8)  # the nearer head in the statistics crop
+    cv2.fillPoly(head, [np.round(in_front.head_outline(lm_in(crowd, f))).astype(np.int32)], 1)
+    covered = (whole > 0.5) & (head > 0)
+    assert covered.sum() >= 50, f"only {covered.sum()} px of the nearer head on his skin: nothing to test"
+    assert crowd.skin()[covered].max() == 0.0
+    kept = crowd.skin() > 0.5
+    assert kept.sum() >= 0.3 * (whole > 0.5).sum()  # his visible skin is still measured
+    # The stored statistic is the one of his own visible skin, and differs from the one with the hair in it.
+    want = colour_match.skin_stats(crop, crowd.skin())
+    got = stats.skin_stats_of(stats.skin_colour(crowd))
+    np.testing.assert_allclose(got.lab_mean, want.lab_mean, rtol=1e-6)
+    with_hair = colour_match.skin_stats(crop, whole)  # L* 39.8 with the nearer man's hair, 44.9 without
+    assert np.abs(with_hair.lab_mean - got.lab_mean).max() > 0.5, (with_hair.lab_mean, got.lab_mean)
+    # And the shot analysis stored exactly that for the track on this frame.
+    stored = stats.skin_stats_of(behind.stats["skin_colour"]["frames"][str(FRAME)])
+    np.testing.assert_allclose(stored.lab_mean, got.lab_mean, rtol=1e-4)
+
+
+def lm_in(tf, face: Face) -> np.ndarray:
+    """``face``'s 68 points in ``tf``'s statistics crop."""
+    from engine.stages.align import transform_points
+
+    return transform_points(tf.matrix(), face.landmarks68)

@@ -168,9 +168,11 @@ def _measure(frames: _Frames, tracks: list[TrackRecord], recognizer: Any) -> Non
         if not here:
             continue
         lin, gamut = frames.read_lin(f)
+        on_frame = {k: tracks[k].face(f) for k in here}
         for k in here:
-            face = tracks[k].face(f)
-            for name, v in track_stats.measure_all(track_stats.TrackFrame(f, lin, gamut, face)).items():
+            others = [o for j, o in on_frame.items() if j != k]
+            tf = track_stats.TrackFrame(f, lin, gamut, on_frame[k], others)
+            for name, v in track_stats.measure_all(tf).items():
                 values[k][name][f] = v
         if f in embed_at:
             u8 = colour.to_u8(colour.linear_to_model(lin, gamut))

@@ -9,7 +9,7 @@ same numbers whatever frame range it renders. Adding a statistic is one entry in
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from engine import track_models
 from engine.io import colour
-from engine.stages import colour_match, geometry68, glasses, lighting, masks
+from engine.stages import colour_match, geometry68, glasses, in_front, lighting, masks
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, transform_points, warp_crop
 from engine.stages.contracts import Face
 
@@ -32,6 +32,7 @@ class TrackFrame:
     plate_lin: np.ndarray  # (H, W, 3) scene-linear, the plate's gamut
     gamut: str
     face: Face
+    others: Sequence[Face] = ()  # the other tracked faces on the frame: a nearer head is no skin of this one
     _crop: dict[str, Any] = field(default_factory=dict)
 
     def crop709(self) -> tuple[np.ndarray, np.ndarray]:
@@ -46,17 +47,32 @@ class TrackFrame:
         """The plate -> statistics crop matrix (2, 3)."""
         return crop_matrix(self.face.kps5, FFHQ_TEMPLATE, STATS_CROP)
 
+    def skin(self) -> np.ndarray:
+        """The face's skin matte in the crop, kept MEASURE_MARGIN of the face away from any nearer head (as the
+        render's own measures are: engine.face_steps): a nearer walker's hair or cheek is not this face's skin."""
+        if "skin" not in self._crop:
+            _, lm = self.crop709()
+            skin = masks.skin_matte(geometry68.with_forehead(lm), lm, STATS_CROP)
+            m = self.matrix()
+            px = track_models.plate_px(m)
+            visible = in_front.visible_matte(self.face, m, STATS_CROP, self.others, px)
+            if visible is not None:
+                skin = skin * in_front.away_from(visible, self.face.size * px)
+            self._crop["skin"] = skin
+        return self._crop["skin"]
+
 
 @dataclass(frozen=True)
 class TrackStatistic:
     measure: Callable[[TrackFrame], Any]
     pool: Callable[[dict[int, Any]], Any] | None = None
+    revision: int = 1  # raised when ``measure`` changes what it returns: stored analyses are then analysed again
 
 
 def skin_colour(tf: TrackFrame) -> dict[str, list[float]] | None:
     """The plate face's skin statistics (what the colour match aims for); None when too little skin shows."""
-    crop, lm = tf.crop709()
-    st = colour_match.skin_stats(crop, masks.skin_matte(geometry68.with_forehead(lm), lm, STATS_CROP))
+    crop, _ = tf.crop709()
+    st = colour_match.skin_stats(crop, tf.skin())
     if st is None:
         return None
     return {"mean_log": st.mean_log.tolist(), "lab_mean": st.lab_mean.tolist(), "lab_std": st.lab_std.tolist()}
@@ -75,8 +91,7 @@ def skin_tone(tf: TrackFrame) -> dict[str, Any] | None:
     (engine.track_models.measure_region with the default matte): what its level is smoothed along the track by."""
     crop, lm = tf.crop709()
     pts78 = geometry68.with_forehead(lm)
-    region = track_models.measure_region(masks.skin_matte(pts78, lm, STATS_CROP),
-                                         masks.face_matte(pts78, STATS_CROP, 0.03, 0.06))
+    region = track_models.measure_region(tf.skin(), masks.face_matte(pts78, STATS_CROP, 0.03, 0.06))
     tone = lighting.skin_tone(crop, region)
     return None if tone is None else {"mean": tone.mean.tolist(), "pixels": tone.pixels}
 
@@ -104,8 +119,8 @@ def wears_glasses(scores: dict[int, Any]) -> dict[str, Any]:
 
 
 TRACK_STATISTICS: dict[str, TrackStatistic] = {
-    "skin_colour": TrackStatistic(skin_colour),
-    "skin_tone": TrackStatistic(skin_tone),
+    "skin_colour": TrackStatistic(skin_colour, revision=2),  # 2: nearer heads left out
+    "skin_tone": TrackStatistic(skin_tone, revision=2),
     "glasses": TrackStatistic(glasses_score, wears_glasses),
 }
 

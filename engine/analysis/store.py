@@ -39,7 +39,8 @@ def analysis_key(plate_identity: Any, colorspace: str, frames: list[int], settin
                  extra: dict[str, Any] | None = None) -> str:
     ident = {"plate": plate_identity, "colorspace": colorspace, "frames": [frames[0], frames[-1]],
              "settings": settings, "engine": __version__, "format": FORMAT,
-             "statistics": sorted(TRACK_STATISTICS), **(extra or {})}  # a new statistic: analysed again
+             # a new statistic, or one measured differently: analysed again
+             "statistics": {name: stat.revision for name, stat in sorted(TRACK_STATISTICS.items())}, **(extra or {})}
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:32]
 
 
