@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -21,7 +22,11 @@ from engine import shots  # noqa: E402
 from engine.job import ImageInput, SwapJob  # noqa: E402
 from engine.pipeline import Engine  # noqa: E402
 
-os.environ["FACE_FUSION_CACHE_DIR"] = tempfile.mkdtemp(prefix="ff-bench-cache-")  # start without analysis
+_WORK = tempfile.mkdtemp(prefix="ff-bench-throughput-")  # removed at the end of main()
+os.environ["FACE_FUSION_CACHE_DIR"] = os.path.join(_WORK, "cache")  # start without analysis
+# Renders need consent per source identity (issue 14): the bench's own store, for the public test photo it renders.
+os.environ["FACE_FUSION_CONSENT_FILE"] = os.path.join(_WORK, "consent.json")
+os.environ["FACE_FUSION_CONSENT_ALL"] = "bench/throughput.py: scikit-image's astronaut, a public test photo"
 
 
 def measure(name: str, photo, n: int, tmp: str, settings: dict) -> tuple[float, int, float]:
@@ -66,12 +71,15 @@ def main() -> int:
         "one face (close-up)": t1[220:470, 360:700],
         "six faces (t1.jpg)": t1,
     }
-    with tempfile.TemporaryDirectory() as tmp:
-        print("| plate | faces replaced per frame | front end | frames/s | re-bake after a colour change |")
-        for label, photo in cases.items():
-            for k, (front, settings) in enumerate(front_ends):
-                fps, faces, rebake = measure(f"c{k}_{len(label)}", photo, args.frames, tmp, settings)
-                print(f"| {label} | {faces} | {front} | {fps:.2f} | {rebake:.2f} |", flush=True)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            print("| plate | faces replaced per frame | front end | frames/s | re-bake after a colour change |")
+            for label, photo in cases.items():
+                for k, (front, settings) in enumerate(front_ends):
+                    fps, faces, rebake = measure(f"c{k}_{len(label)}", photo, args.frames, tmp, settings)
+                    print(f"| {label} | {faces} | {front} | {fps:.2f} | {rebake:.2f} |", flush=True)
+    finally:
+        shutil.rmtree(_WORK, ignore_errors=True)
     return 0
 
 

@@ -35,7 +35,7 @@ from engine.stages.swap_inswapper import InswapperSwapper
 from engine.stages.swap_simswap import SimSwapSwapper
 from engine.stages.upscale_realesrgan import RealEsrganUpscaler
 from tests.neural import standins
-from tests.neural.probes import MIX, probe_mix, probe_points, run_graph, scrfd_order, yunet_rows
+from tests.neural.probes import MIX, backend_providers, probe_mix, probe_points, run_graph, scrfd_order, yunet_rows
 
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
@@ -113,7 +113,7 @@ def probes(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv(catalogue.ENV_CATALOGUE, str(stand.catalogue))
     mp.setenv(catalogue.ENV_MODELS_DIR, str(md))
-    rt = Runtime(models_dir=md, providers_spec="cpu", max_batch=4)
+    rt = Runtime(models_dir=md, providers_spec=backend_providers(), precision="fp32", max_batch=4)
     yield rt, info, {mid: path(mid) for mid in entries}
     mp.undo()
 

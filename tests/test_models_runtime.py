@@ -22,12 +22,16 @@ def test_provider_report_on_cpu(model):
     seen = []
     rt = Runtime(providers_spec="auto", on_report=seen.append)
     s = rt.session_for_path("emb", model)
-    assert s.report.provider == "cpu" and s.report.providers[-1] == "cpu"
-    assert s.report.precision == "fp32" and not s.report.warnings
+    # auto takes the GPU where onnxruntime-gpu has one (float32 there runs as TF32 unless fp32 is asked for)
+    first, precision = ("cuda", "tf32") if "cuda" in providers.available() else ("cpu", "fp32")
+    assert s.report.provider == first and s.report.providers[-1] == "cpu"
+    assert s.report.precision == precision and not s.report.warnings
     assert seen == [s.report]
     d = s.report.to_dict()
-    assert d["provider"] == "cpu" and d["model"] == "emb"
-    assert rt.report_lines() == ["emb: cpu (fp32, device 0)"]
+    assert d["provider"] == first and d["model"] == "emb"
+    assert rt.report_lines() == [f"emb: {first} ({precision}, device 0)"]
+    strict = Runtime(providers_spec="auto", precision="fp32").session_for_path("emb", model)
+    assert strict.report.precision == "fp32"
 
 
 def test_requested_gpu_is_an_error_not_a_silent_cpu_run(model):
@@ -55,6 +59,13 @@ def test_loaded_provider_check_raises_or_warns():
     assert got == ["cpu"] and "failed to load" in warnings[0]
 
 
+def test_cuda_runs_float32_as_tf32_unless_fp32_is_asked_for():
+    auto = providers.options("cuda", providers.ProviderConfig(providers=("cuda",)), fp16=False, ort_version="1.32.0")
+    strict = providers.options("cuda", providers.ProviderConfig(providers=("cuda",), precision="fp32"), fp16=False,
+                               ort_version="1.32.0")
+    assert auto["use_tf32"] == 1 and strict["use_tf32"] == 0
+
+
 def test_tensorrt_options_keep_caches_on_disk(tmp_path):
     cfg = providers.ProviderConfig(providers=("tensorrt",), cache_dir=tmp_path)
     opts = providers.options("tensorrt", cfg, fp16=True, ort_version="1.32.0")
@@ -75,8 +86,8 @@ def test_one_session_shared_by_threads(model):
 
 def test_io_binding_and_batching_give_the_same_result(model):
     x = np.random.default_rng(0).uniform(-1, 1, (7, 3, 112, 112)).astype(np.float32)
-    plain = Runtime(io_binding=False, max_batch=16).session_for_path("emb", model)
-    bound = Runtime(io_binding=True, max_batch=3).session_for_path("emb", model)
+    plain = Runtime(io_binding=False, max_batch=16, precision="fp32").session_for_path("emb", model)
+    bound = Runtime(io_binding=True, max_batch=3, precision="fp32").session_for_path("emb", model)
     ref = plain.run({"input": x})[0]
     np.testing.assert_allclose(bound.run({"input": x})[0], ref, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(bound.run_batched({"input": x})[0], ref, rtol=1e-5, atol=1e-5)
@@ -133,7 +144,9 @@ def _logits_graph(path) -> str:
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["n", 3, "h", "w"])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", 19, "h", "w"])],
         [numpy_helper.from_array(w, "w")])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9  # what the onnxruntime builds in use read (onnx 1.23 writes 14 by default)
+    onnx.save(model, str(path))
     return str(path)
 
 

@@ -117,8 +117,11 @@ def options(short: str, cfg: ProviderConfig, *, fp16: bool, ort_version: str) ->
                 "trt_timing_cache_enable": True, "trt_timing_cache_path": str(cache),
                 "trt_builder_optimization_level": 3}
     if short == "cuda":
+        # TF32 (tensor cores rounding float32 inputs to 10 mantissa bits) unless fp32 is asked for: on the H200 the
+        # stand-in pipeline's results then differ from the CPU's by up to 8e-4, and by batch size (bench/RESULTS.md)
         return {"device_id": cfg.device_id, "cudnn_conv_algo_search": "EXHAUSTIVE",
-                "arena_extend_strategy": "kSameAsRequested", "do_copy_in_default_stream": True}
+                "arena_extend_strategy": "kSameAsRequested", "do_copy_in_default_stream": True,
+                "use_tf32": int(cfg.precision != "fp32")}
     if short in ("rocm", "migraphx", "directml"):
         return {"device_id": cfg.device_id}
     return {}

@@ -146,7 +146,8 @@ class Runtime:
                                             warnings)
             fp16_graph = any(i.type == "tensor(float16)" for i in sess.get_inputs()) or model_id.endswith("_fp16")
             trt_fp16 = actual and actual[0] == "tensorrt" and dict(plan[0][1]).get("trt_fp16_enable")
-            precision = "fp16" if fp16_graph or trt_fp16 else "fp32"
+            tf32 = actual and actual[0] == "cuda" and self.config.precision != "fp32"
+            precision = "fp16" if fp16_graph or trt_fp16 else "tf32" if tf32 else "fp32"
             report = SessionReport(model_id, str(path), [providers.LONG.get(p, p) for p, _ in plan], actual,
                                    precision, self.config.device_id, warnings)
             use_binding = self.io_binding if self.io_binding is not None else report.on_gpu

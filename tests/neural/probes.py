@@ -7,6 +7,7 @@ a 1x1 colour mix ``MIX`` (nearest-upscaled for super-resolution), which is not s
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -129,6 +130,13 @@ def probe_mix(path: Path, spec: dict, out: str, out_shape: list, *, channels_out
                                                                                for i, d in enumerate(s["shape"])])
                         for n, s in ins.items()], outs, inits)
     return w
+
+
+def backend_providers() -> str:
+    """The provider the neural backends' tests run on: CPU, or $FACE_FUSION_TEST_PROVIDERS (``cuda`` on a GPU
+    machine, to check the backends give there what they give on the CPU; the references stay on the CPU). Their
+    runtimes ask for fp32, so TF32 does not round the GPU's results (bench/RESULTS.md, "GPU check")."""
+    return os.environ.get("FACE_FUSION_TEST_PROVIDERS", "cpu")
 
 
 def run_graph(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
