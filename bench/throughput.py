@@ -27,6 +27,8 @@ os.environ["FACE_FUSION_CACHE_DIR"] = os.path.join(_WORK, "cache")  # start with
 # Renders need consent per source identity (issue 14): the bench's own store, for the public test photo it renders.
 os.environ["FACE_FUSION_CONSENT_FILE"] = os.path.join(_WORK, "consent.json")
 os.environ["FACE_FUSION_CONSENT_ALL"] = "bench/throughput.py: scikit-image's astronaut, a public test photo"
+os.environ["FACE_FUSION_AUDIT_LOG"] = os.path.join(_WORK, "audit.jsonl")  # not the user's own log and signing chain
+os.environ["FACE_FUSION_C2PA_DIR"] = os.path.join(_WORK, "c2pa")
 
 
 def measure(name: str, photo, n: int, tmp: str, settings: dict) -> tuple[float, int, float]:

@@ -3,5 +3,7 @@
 Runs in its own Python environment; never imports bpy.
 """
 
-__version__ = "0.1.0"
+# Raise with every change to the pixels a render makes: it is part of each output folder's cache key
+# (engine/cachekey.py), so a bake never resumes into frames an earlier engine made. 0.2.0: issue 10's compositing.
+__version__ = "0.2.0"
 PROTOCOL_VERSION = 1

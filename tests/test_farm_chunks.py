@@ -94,3 +94,17 @@ def test_a_retried_chunk_keeps_finished_frames_and_remakes_the_missing_one(shot,
     assert r.returncode == 0 and "wrote 3 frame(s)" in r.stdout
     ch, _ = read(str(out / "facefusion.0004.exr"))
     assert "Face1.A" in ch and "Face2.A" not in ch
+
+
+def test_a_shot_file_whose_statistics_were_measured_another_way_is_stale():
+    """The statistics' revisions are part of the shot file's header as of the local cache's key: a file written
+    before a statistic was measured anew (or with a statistic missing) is refused, not read back."""
+    from engine.analysis.stats import signature
+    from engine.farm.shot_file import _difference
+
+    now = {"engine": "x", "format": 1, "statistics": signature(), "frames": [1, 2], "plate": [], "colorspace": "srgb",
+           "settings": {}}
+    assert _difference(dict(now), now) == ""
+    older = {name: revision - 1 for name, revision in signature().items()}
+    assert "statistics were measured another way" in _difference({**now, "statistics": older}, now)
+    assert "statistics were measured another way" in _difference({**now, "statistics": sorted(signature())}, now)

@@ -113,7 +113,7 @@ def probes(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv(catalogue.ENV_CATALOGUE, str(stand.catalogue))
     mp.setenv(catalogue.ENV_MODELS_DIR, str(md))
-    rt = Runtime(models_dir=md, providers_spec=backend_providers(), precision="fp32", max_batch=4)
+    rt = Runtime(models_dir=md, providers_spec=backend_providers(), max_batch=4)
     yield rt, info, {mid: path(mid) for mid in entries}
     mp.undo()
 

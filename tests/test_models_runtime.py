@@ -18,20 +18,20 @@ def model(tmp_path_factory):
     return graphs.arcface(tmp_path_factory.mktemp("rt") / "emb.onnx", spec)
 
 
-def test_provider_report_on_cpu(model):
+def test_provider_report(model):
     seen = []
     rt = Runtime(providers_spec="auto", on_report=seen.append)
     s = rt.session_for_path("emb", model)
-    # auto takes the GPU where onnxruntime-gpu has one (float32 there runs as TF32 unless fp32 is asked for)
-    first, precision = ("cuda", "tf32") if "cuda" in providers.available() else ("cpu", "fp32")
+    # auto takes the first provider this onnxruntime offers and can load (the CPU on a machine without a GPU)
+    first = providers.LONG[providers.plan(providers.ProviderConfig(), fp16_ok=False, ort_version="")[0][0][0]]
     assert s.report.provider == first and s.report.providers[-1] == "cpu"
-    assert s.report.precision == precision and not s.report.warnings
+    assert s.report.precision == "fp32" and not s.report.warnings
     assert seen == [s.report]
     d = s.report.to_dict()
     assert d["provider"] == first and d["model"] == "emb"
-    assert rt.report_lines() == [f"emb: {first} ({precision}, device 0)"]
-    strict = Runtime(providers_spec="auto", precision="fp32").session_for_path("emb", model)
-    assert strict.report.precision == "fp32"
+    assert rt.report_lines() == [f"emb: {first} (fp32, device 0)"]
+    tf32 = Runtime(providers_spec="auto", precision="tf32").session_for_path("emb", model)
+    assert tf32.report.precision == ("tf32" if first == "cuda" else "fp32")  # TF32 is a CUDA mode
 
 
 def test_requested_gpu_is_an_error_not_a_silent_cpu_run(model):
@@ -59,11 +59,12 @@ def test_loaded_provider_check_raises_or_warns():
     assert got == ["cpu"] and "failed to load" in warnings[0]
 
 
-def test_cuda_runs_float32_as_tf32_unless_fp32_is_asked_for():
-    auto = providers.options("cuda", providers.ProviderConfig(providers=("cuda",)), fp16=False, ort_version="1.32.0")
-    strict = providers.options("cuda", providers.ProviderConfig(providers=("cuda",), precision="fp32"), fp16=False,
-                               ort_version="1.32.0")
-    assert auto["use_tf32"] == 1 and strict["use_tf32"] == 0
+def test_cuda_runs_float32_as_tf32_only_when_asked():
+    def tf32(precision: str) -> int:
+        cfg = providers.ProviderConfig(providers=("cuda",), precision=precision)
+        return providers.options("cuda", cfg, fp16=False, ort_version="1.32.0")["use_tf32"]
+
+    assert (tf32("auto"), tf32("fp32"), tf32("tf32")) == (0, 0, 1)
 
 
 def test_tensorrt_options_keep_caches_on_disk(tmp_path):
@@ -86,8 +87,8 @@ def test_one_session_shared_by_threads(model):
 
 def test_io_binding_and_batching_give_the_same_result(model):
     x = np.random.default_rng(0).uniform(-1, 1, (7, 3, 112, 112)).astype(np.float32)
-    plain = Runtime(io_binding=False, max_batch=16, precision="fp32").session_for_path("emb", model)
-    bound = Runtime(io_binding=True, max_batch=3, precision="fp32").session_for_path("emb", model)
+    plain = Runtime(io_binding=False, max_batch=16).session_for_path("emb", model)
+    bound = Runtime(io_binding=True, max_batch=3).session_for_path("emb", model)
     ref = plain.run({"input": x})[0]
     np.testing.assert_allclose(bound.run({"input": x})[0], ref, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(bound.run_batched({"input": x})[0], ref, rtol=1e-5, atol=1e-5)

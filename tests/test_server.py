@@ -321,6 +321,7 @@ def test_standalone_engine_idle_timeout(tmp_path):
         assert not os.path.exists(os.path.join(sdir, transport.CONNECTION_FILE))
     finally:
         proc.kill()
+        proc.wait(10)
         shutil.rmtree(sdir, ignore_errors=True)  # a short path of its own (socket paths are limited), not tmp_path
 
 

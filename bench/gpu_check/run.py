@@ -330,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=420.0, help="hard deadline for the whole check, seconds")
     ap.add_argument("--tensorrt", action="store_true", help="run the pipeline on TensorRT (engine build is slow)")
     ap.add_argument("--faces", type=int, default=2)
+    ap.add_argument("--precision", choices=("auto", "fp32", "fp16", "tf32"), default="auto",
+                    help="the runtime's precision (tf32: float32 on tensor cores, not frame-exact)")
     ap.add_argument("--out", help="write the result JSON here")
     ap.add_argument("--record", action="store_true", help="write the result into bench/RESULTS.md (issue 5 section)")
     args = ap.parse_args(argv)
@@ -366,10 +368,11 @@ def main(argv: list[str] | None = None) -> int:
         result["models"] = origin
         os.environ[catalogue.ENV_CATALOGUE] = str(cat)
         registry.clear()
-        rt = Runtime(providers_spec=spec, models_dir=md, cache_dir=work / "cache", max_batch=8)
+        rt = Runtime(providers_spec=spec, models_dir=md, cache_dir=work / "cache", max_batch=8,
+                     precision=args.precision)
         for mid in PIPELINE:
             try:
-                s = rt.session(mid)
+                s = registry.create(PIPELINE[mid][0], mid, rt).session  # the session the pipeline uses (its head)
                 ok = args.cpu_smoke or s.report.on_gpu
                 result["checks"][mid] = {"providers": s.report.providers, "ok": ok, "warnings": s.report.warnings}
                 log(f"  {'ok  ' if ok else 'FAIL'} {s.report.line()}")

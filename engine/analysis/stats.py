@@ -125,6 +125,12 @@ TRACK_STATISTICS: dict[str, TrackStatistic] = {
 }
 
 
+def signature() -> dict[str, int]:
+    """Each statistic's name and revision: part of every stored analysis's key (the local cache, a farm shot file),
+    so one measured another way is analysed again rather than read back."""
+    return {name: stat.revision for name, stat in sorted(TRACK_STATISTICS.items())}
+
+
 def measure_all(tf: TrackFrame) -> dict[str, Any]:
     return {name: stat.measure(tf) for name, stat in TRACK_STATISTICS.items()}
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from engine import __version__
 from engine.analysis.record import FORMAT, ShotAnalysis
-from engine.analysis.stats import TRACK_STATISTICS
+from engine.analysis.stats import signature
 from engine.io.files import open_regular
 
 ENV_CACHE_DIR = "FACE_FUSION_CACHE_DIR"
@@ -39,8 +39,7 @@ def analysis_key(plate_identity: Any, colorspace: str, frames: list[int], settin
                  extra: dict[str, Any] | None = None) -> str:
     ident = {"plate": plate_identity, "colorspace": colorspace, "frames": [frames[0], frames[-1]],
              "settings": settings, "engine": __version__, "format": FORMAT,
-             # a new statistic, or one measured differently: analysed again
-             "statistics": {name: stat.revision for name, stat in sorted(TRACK_STATISTICS.items())}, **(extra or {})}
+             "statistics": signature(), **(extra or {})}  # a new statistic, or one measured anew: analysed again
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:32]
 
 

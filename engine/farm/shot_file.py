@@ -18,7 +18,7 @@ from engine import __version__
 from engine.analysis import ShotAnalysis
 from engine.analysis.models import analysis_settings
 from engine.analysis.record import FORMAT
-from engine.analysis.stats import TRACK_STATISTICS
+from engine.analysis.stats import signature
 from engine.errors import EngineError
 from engine.frame_pattern import stat_rows
 from engine.io.plates import Plate
@@ -40,7 +40,7 @@ def header(plate: Plate, s: Any, file_path: str) -> dict[str, Any]:
         raise EngineError("a farm shot analysis needs a plate file, sequence or movie",
                           "render pixels handed over by Blender on the machine that has them")
     rel = os.path.relpath(os.path.abspath(plate.src.path), os.path.dirname(os.path.abspath(file_path)))
-    return {"kind": KIND, "engine": __version__, "format": FORMAT, "statistics": sorted(TRACK_STATISTICS),
+    return {"kind": KIND, "engine": __version__, "format": FORMAT, "statistics": signature(),
             "plate_path": rel.replace(os.sep, "/"), "plate": plate_identity(plate.src.path),
             "colorspace": plate.space, "frames": [plate.frames[0], plate.frames[-1]],
             "settings": analysis_settings(s)}
@@ -101,9 +101,11 @@ def read(path: str, plate: Plate, s: Any) -> ShotAnalysis:
 
 def _difference(stored: dict[str, Any], now: dict[str, Any]) -> str:
     """The first way the stored header differs from the render's, in words (empty when it is current)."""
-    for key in ("engine", "format", "statistics"):
+    for key in ("engine", "format"):
         if stored.get(key) != now[key]:
             return f"it was written by another engine version ({stored.get('engine')}, format {stored.get('format')})"
+    if stored.get("statistics") != now["statistics"]:
+        return "its per-track statistics were measured another way than this engine measures them"
     if stored.get("frames") != now["frames"]:
         return f"it covers frames {stored.get('frames')}, the plate now has {now['frames']}"
     if stored.get("plate") != now["plate"]:

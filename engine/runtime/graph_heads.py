@@ -19,8 +19,10 @@ def argmax_labels(model: Any, axis: int = 1) -> Any:
 
     graph = model.graph
     logits = graph.output[0].name
-    if any(o.name == LABELS for o in graph.output):
+    if any(n.name == f"{LABELS}_argmax" for n in graph.node):  # the head is there already
         return model
+    if any(o.name == LABELS for o in graph.output):
+        raise ValueError(f"the graph already has an output named {LABELS!r}: no labels head can be added")
     arg = f"{LABELS}_int64"
     graph.node.extend([
         helper.make_node("ArgMax", [logits], [arg], axis=axis, keepdims=0, name=f"{LABELS}_argmax"),

@@ -86,15 +86,15 @@ class ModelSession:
 
 
 class Runtime:
-    """Sessions of this engine process, keyed by (file, device, providers, precision)."""
+    """Sessions of this engine process, keyed by (file, device, providers, precision, graph head)."""
 
     def __init__(self, *, providers_spec: str | Sequence[str] = "auto", device_id: int = 0,
                  models_dir: str | os.PathLike[str] | None = None, cache_dir: str | os.PathLike[str] | None = None,
                  precision: str = "auto", allow_cpu_fallback: bool = False, io_binding: bool | None = None,
                  max_batch: int = 8, threads: int | None = None,
                  on_report: Callable[[SessionReport], None] | None = None) -> None:
-        if precision not in ("auto", "fp32", "fp16"):
-            raise providers.ProviderError(f"unknown precision {precision!r}", "use auto, fp32 or fp16")
+        if precision not in ("auto", "fp32", "fp16", "tf32"):
+            raise providers.ProviderError(f"unknown precision {precision!r}", "use auto, fp32, fp16 or tf32")
         self.config = ProviderConfig(providers.parse(providers_spec), device_id,
                                      Path(cache_dir) if cache_dir else None, precision, allow_cpu_fallback)
         self.models_dir = models_dir
@@ -121,7 +121,7 @@ class Runtime:
 
         path = Path(path)
         key = (str(path.resolve()), self.config.device_id, self.config.providers, self.config.precision,
-               head.__name__ if head else "")
+               f"{head.__module__}.{head.__qualname__}" if head else "")  # heads are module-level functions
         with self._lock:
             if key in self._sessions:
                 return self._sessions[key]
@@ -146,7 +146,7 @@ class Runtime:
                                             warnings)
             fp16_graph = any(i.type == "tensor(float16)" for i in sess.get_inputs()) or model_id.endswith("_fp16")
             trt_fp16 = actual and actual[0] == "tensorrt" and dict(plan[0][1]).get("trt_fp16_enable")
-            tf32 = actual and actual[0] == "cuda" and self.config.precision != "fp32"
+            tf32 = actual and actual[0] == "cuda" and self.config.precision == "tf32"
             precision = "fp16" if fp16_graph or trt_fp16 else "tf32" if tf32 else "fp32"
             report = SessionReport(model_id, str(path), [providers.LONG.get(p, p) for p, _ in plan], actual,
                                    precision, self.config.device_id, warnings)

@@ -134,8 +134,7 @@ def probe_mix(path: Path, spec: dict, out: str, out_shape: list, *, channels_out
 
 def backend_providers() -> str:
     """The provider the neural backends' tests run on: CPU, or $FACE_FUSION_TEST_PROVIDERS (``cuda`` on a GPU
-    machine, to check the backends give there what they give on the CPU; the references stay on the CPU). Their
-    runtimes ask for fp32, so TF32 does not round the GPU's results (bench/RESULTS.md, "GPU check")."""
+    machine, to check the backends give there what they give on the CPU; the references stay on the CPU)."""
     return os.environ.get("FACE_FUSION_TEST_PROVIDERS", "cpu")
 
 
