@@ -170,3 +170,39 @@ def test_the_tone_that_sets_his_level_leaves_his_glasses_frame_out(analysis, seg
     lum = np.array([0.2126, 0.7152, 0.0722])
     # The frame's lines darken the tone: 2.6 % on this frame (about 1 L*), which pooled along his track gave a dark face
     assert without.tone.mean @ lum > 1.01 * (with_frame.tone.mean @ lum), (without.tone.mean, with_frame.tone.mean)
+
+
+def test_a_render_measures_his_tone_where_his_occlusion_matte_is_full(engine, segment, analysis, tmp_path,
+                                                                      monkeypatch):
+    """The render hands each face's occlusion layer (glasses frame, halo) to the plate measures: on frame 55 the
+    man's measured tone is his region's mean without the frame's pixels."""
+    from engine import face_steps, track_models
+    from engine.stages.lighting import skin_tone
+
+    calls = []
+    plain = track_models.measure
+
+    def spy(target709, lm68, size, m, erode, feather, plate_lin=None, clear=None, shown=None):
+        out = plain(target709, lm68, size, m, erode, feather, plate_lin, clear, shown)
+        calls.append((target709, m, shown, out))
+        return out
+
+    monkeypatch.setattr(face_steps.track_models, "measure", spy)
+    source = shots.write_photo("astronaut", str(tmp_path), max_side=320)
+    job = SwapJob(sources=[ImageInput(path=source)], plate=ImageInput(path=segment), output_dir=str(tmp_path / "out"),
+                  settings={}, frame_start=55, frame_end=55)
+    engine.run(job, lambda e: None)
+    man = _man(analysis).face(55)
+
+    def off_him(call) -> float:  # plate distance from the crop's centre to his face's centre
+        size = call[0].shape[0]
+        at = cv2.invertAffineTransform(call[1]) @ np.array([size / 2, size / 2, 1.0])
+        return float(np.linalg.norm(at - np.asarray(man.centre)))
+
+    call = min(calls, key=off_him)
+    assert off_him(call) < 0.5 * man.size, "no measure call for the man's crop"
+    target709, _, shown, (measures, _, region) = call
+    assert shown is not None, "the occlusion layer did not reach the measures"
+    covered = (region > 0.5) & ~shown
+    assert covered.sum() >= 30, f"only {covered.sum()} px of his frame in the measured region"
+    np.testing.assert_allclose(measures.tone.mean, skin_tone(target709, region * shown).mean, rtol=1e-6)
