@@ -26,6 +26,8 @@ def _own_tempdir(prefix: str) -> str:
 
 
 def pytest_configure(config):
+    """The engine and the Blender tests (tests/blender runs under this conftest too) keep their audit log, analysis
+    cache, consent store and signing chain in folders of their own, removed when the run ends."""
     config.addinivalue_line("markers", "blender: needs the real bpy module (runs in a Blender venv)")
     # Jobs append to an audit log; keep the tests' entries out of the user's own log (subprocesses inherit it).
     os.environ["FACE_FUSION_AUDIT_LOG"] = os.path.join(_own_tempdir("ff-audit-"), "audit.jsonl")
@@ -34,6 +36,7 @@ def pytest_configure(config):
     # test photos they render (insightface, scikit-image, ../shared/data), in their own store, never the user's.
     os.environ["FACE_FUSION_CONSENT_FILE"] = os.path.join(_own_tempdir("ff-consent-"), "consent.json")
     os.environ["FACE_FUSION_CONSENT_ALL"] = "engine tests: public test photos (insightface, scikit-image, shared data)"
+    os.environ["FACE_FUSION_C2PA_DIR"] = _own_tempdir("ff-c2pa-")  # rendered outputs are signed: the tests' own chain
 
 
 def pytest_unconfigure(config):

@@ -235,7 +235,6 @@ def prepare_models(work: Path, models_dir: Path | None, smoke: bool, log) -> tup
 
 def pipeline_fps(rt, frame_u8: np.ndarray, kps_list: list[np.ndarray], deadline: float, seconds: float,
                  log) -> dict[str, Any]:
-
     from engine.runtime.sessions import ModelSession
     from engine.stages import registry
     from engine.stages.align import paste_region, warp_back, warp_crops

@@ -33,23 +33,20 @@ class ArcFaceRecognizer(NeuralBackend):
         return l2_normalise(emb) if normalise else emb
 
     def embed_image(self, image_srgb: np.ndarray, faces: list[Face], *, normalise: bool = True) -> np.ndarray:
+        """Embeddings of ``faces`` on an sRGB image, float in [0, 1] or 8-bit. An 8-bit frame is warped as it is
+        (as FaceFusion warps it) and only the 112 px crops become float: a 1080p frame as float32 is 25 MB."""
         kps = [f.kps5 for f in faces]
         if any(k is None for k in kps):
             raise ValueError(f"{self.id}: every face needs kps5 (run a detector or landmarker first)")
-        crops, _ = warp_crops(np.asarray(image_srgb, np.float32), kps, self.template, self.size)
-        return self.embed_crops(crops, normalise=normalise)
+        image = np.asarray(image_srgb)
+        crops, _ = warp_crops(image if image.dtype == np.uint8 else image.astype(np.float32), kps, self.template,
+                              self.size)
+        return self.embed_crops(u8_to_unit(crops) if crops.dtype == np.uint8 else crops, normalise=normalise)
 
     def embed(self, frame_u8: np.ndarray, faces: list[Face]) -> None:
-        """Embeddings of ``faces`` on an 8-bit frame. The frame is warped as it is (as FaceFusion warps it) and
-        only the 112 px crops become float: a 1080p frame as float32 is 25 MB written per frame for nothing."""
         if not faces:
             return
-        kps = [f.kps5 for f in faces]
-        if any(k is None for k in kps):
-            raise ValueError(f"{self.id}: every face needs kps5 (run a detector or landmarker first)")
-        crops, _ = warp_crops(np.asarray(frame_u8), kps, self.template, self.size)
-        for f, e in zip(faces, self.embed_crops(u8_to_unit(crops)), strict=True):
+        for f, e in zip(faces, self.embed_image(frame_u8, faces), strict=True):
             f.embeddings[self.id] = e
-
 
 BACKEND = ArcFaceRecognizer  # found by the registry: catalogue backend "arcface"

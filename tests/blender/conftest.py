@@ -46,9 +46,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     handler, a class of a test's own) keeps it alive, so about one run in nine the runner segfaulted after every
     test had passed and been reported. Everything is reported by now: the runner ends with pytest's own status,
     after flushing and removing Blender's session temp folder, as ``addon/at_exit.end_process`` does for renders.
-    5.0 finalises cleanly and exits the normal way. The run's own temporary folders go first, either way."""
-    while _OWN_TEMP:
-        shutil.rmtree(_OWN_TEMP.pop(), ignore_errors=True)
+    5.0 finalises cleanly and exits the normal way."""
     if not HAVE_BPY or not _SESSION_STATUS:
         return
     import bpy
@@ -65,27 +63,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "blender: needs the real bpy module (runs in a Blender venv)")
-    # Engine jobs append to an audit log; keep the tests' entries out of the user's own log.
-    _default_dir("FACE_FUSION_AUDIT_LOG", "ff-audit-", "audit.jsonl")
-    _default_dir("FACE_FUSION_CACHE_DIR", "ff-cache-")  # engine analysis cache
-    # Issue 14: consent per source identity, confirmed explicitly for the tests' public photos, in a store of their own
-    _default_dir("FACE_FUSION_CONSENT_FILE", "ff-consent-", "c.json")
-    os.environ.setdefault("FACE_FUSION_CONSENT_ALL", "Blender tests: public test photos (insightface, scikit-image)")
-    # Issue 14: rendered outputs are signed; the locally generated C2PA chain of the tests is their own
-    _default_dir("FACE_FUSION_C2PA_DIR", "ff-c2pa-")
-
-
-_OWN_TEMP: list[str] = []  # the folders _default_dir made; removed when the run ends
-
-
-def _default_dir(var: str, prefix: str, leaf: str = "") -> None:
-    """``var`` names a fresh temporary folder (or ``leaf`` in it) unless it is set already."""
-    import tempfile
-
-    if var not in os.environ:
-        d = tempfile.mkdtemp(prefix=prefix)
-        _OWN_TEMP.append(d)
-        os.environ[var] = os.path.join(d, leaf) if leaf else d
+    # The audit log, analysis cache, consent store and signing chain of the tests: tests/conftest.py, which runs
+    # for these tests too.
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
