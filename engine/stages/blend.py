@@ -24,6 +24,8 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.linalg import spsolve
 
+from engine.stages import blur
+
 MODES = ("poisson", "multiband", "none")
 _FLOOR = 1e-4  # linear floor before logs: below any real pixel, above float noise
 _RING_TOLERANCE = 0.2  # log units, worst channel: a border pixel this far from the region's median weighs e^-1
@@ -126,14 +128,14 @@ def detail_handoff(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, width
     w = (1.0 - t * t * (3.0 - 2.0 * t)).astype(np.float32)[..., None]  # smoothstep: no kink where it ends
     lf = np.log(np.maximum(face, _FLOOR))
     lp = np.log(np.maximum(plate, _FLOOR))
-    bf, bp = cv2.GaussianBlur(lf, (0, 0), sigma), cv2.GaussianBlur(lp, (0, 0), sigma)
+    bf, bp = blur.gaussian(lf, sigma), blur.gaussian(lp, sigma)
     df, dp = lf - bf, lp - bp
     # Where the bases differ locally (a hair fringe of the plate over the face's skin) the plate's detail is the
     # step from skin to hair, which on the face's brighter base would print a bright halo: there it is carried at
     # texture amplitude only. Where they agree (the same surface) it is carried whole.
     clipped = DETAIL_CLIP * np.tanh(dp / DETAIL_CLIP)
     r = bp - bf  # a face lit differently differs by a smooth gain: only the ratio's local departure counts
-    same = np.exp(-(((r - cv2.GaussianBlur(r, (0, 0), 4.0 * sigma)) / DETAIL_CLIP) ** 2))
+    same = np.exp(-(((r - blur.gaussian(r, 4.0 * sigma)) / DETAIL_CLIP) ** 2))
     dp = clipped + (dp - clipped) * same
     if fine_gain != 1.0:  # the crop's cut and the paste take part of the plate's finest detail: carried raised
         dp = dp + (fine_gain - 1.0) * (dp - cv2.GaussianBlur(dp, (0, 0), max(fine_sigma, 0.5)))
@@ -163,8 +165,8 @@ def log_ratio(plate: np.ndarray, face: np.ndarray, region: np.ndarray) -> np.nda
     trust = (np.exp(-((dev / _RING_TOLERANCE) ** 2)) * ring).astype(np.float32)
     sigma = max(1.0, 0.05 * np.sqrt(region.sum()))
     prior = 0.02  # the weight of the region's median in the fill: it wins where no trusted neighbour is near
-    num = cv2.GaussianBlur(lr * trust[..., None], (0, 0), sigma) + prior * ref
-    den = cv2.GaussianBlur(trust, (0, 0), sigma)[..., None] + prior
+    num = blur.gaussian(lr * trust[..., None], sigma) + prior * ref
+    den = blur.gaussian(trust, sigma)[..., None] + prior
     t = trust[..., None]
     return (lr * t + num / den * (1.0 - t)).astype(np.float32)
 

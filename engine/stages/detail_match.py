@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from engine.stages import blend
+from engine.stages import blend, blur
 
 _MAX_BLUR = 0.08  # the largest blur tried, as a fraction of the face size (a plate this soft has no face)
 _STEPS = 12  # bisection steps on the blur sigma: about 2e-5 of a face size
@@ -36,8 +36,12 @@ _PATCH = 0.08  # texture patch side, a fraction of the face size: a few pores ac
 
 
 def _lstar(y: np.ndarray) -> np.ndarray:
-    y = np.clip(y, 0.0, 1.0)
-    return np.where(y > 0.008856, 116.0 * np.cbrt(y) - 16.0, 903.3 * y).astype(np.float32)
+    y = np.clip(y, 0.0, 1.0).astype(np.float32, copy=False)
+    out = 116.0 * np.cbrt(y) - 16.0
+    low = y <= 0.008856
+    if low.any():
+        out[low] = 903.3 * y[low]
+    return out.astype(np.float32, copy=False)
 
 
 def _luminance(lin: np.ndarray) -> np.ndarray:
@@ -135,7 +139,7 @@ def _bands(img: np.ndarray, plate_px: float) -> list[np.ndarray]:
     """Difference-of-Gaussian octaves of ``img`` between the _TEXTURE_BANDS edges (plate pixels); an edge finer
     than the crop's own pixel is the crop's pixel (the band is what the crop can hold of it)."""
     sig = [max(b * plate_px, 0.5) for b in _TEXTURE_BANDS]
-    blurred = [cv2.GaussianBlur(img, (0, 0), s_) for s_ in sig]
+    blurred = [blur.gaussian(img, s_) for s_ in sig]
     out = [img - blurred[0]] + [blurred[k] - blurred[k + 1] for k in range(len(sig) - 1)]
     return out
 
@@ -199,7 +203,7 @@ def add_texture(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scal
     if hf_energy(finish(face), where, plate_px) >= _TEXTURE_SHORT * energy:
         return face
     fine, coarse = texture(face, plate, skin, face_scale, plate_px)
-    soft = (cv2.GaussianBlur(np.clip(skin, 0.0, 1.0).astype(np.float32), (0, 0), max(1.0, 0.015 * face_scale))
+    soft = (blur.gaussian(np.clip(skin, 0.0, 1.0), max(1.0, 0.015 * face_scale))
             * (skin > 0))[..., None]  # only inside the skin: the blur softens its start, never widens it
     fine, coarse = fine * soft, coarse * soft
     if not (fine.any() or coarse.any()):

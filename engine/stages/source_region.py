@@ -18,7 +18,7 @@ import cv2
 import numpy as np
 
 from engine.io.colour import srgb_decode
-from engine.stages import geometry68
+from engine.stages import blur, geometry68
 from engine.stages.colour_match import lin_to_lab
 
 # Skin sample polygons (68-point indices): both cheeks, and the nose.
@@ -104,7 +104,7 @@ def texture_energy(lab: np.ndarray, scale: float) -> np.ndarray:
     """Local energy of fine L* detail (strands of hair, lettering), averaged over about 2 % of the face size."""
     lum = lab[..., 0].astype(np.float32)
     fine = lum - cv2.GaussianBlur(lum, (0, 0), max(0.006 * scale, 0.7))
-    return cv2.GaussianBlur(fine * fine, (0, 0), max(0.02 * scale, 1.0))
+    return blur.gaussian(fine * fine, max(0.02 * scale, 1.0))
 
 
 def _inside_only(lab: np.ndarray, outline: np.ndarray, scale: float) -> np.ndarray:
@@ -112,8 +112,8 @@ def _inside_only(lab: np.ndarray, outline: np.ndarray, scale: float) -> np.ndarr
     measure blurs across the outline, and the source's backdrop or hair outside it must not change the mask."""
     w = outline.astype(np.float32)
     sigma = max(0.03 * scale, 1.0)
-    den = cv2.GaussianBlur(w, (0, 0), sigma)
-    fill = cv2.GaussianBlur(lab * w[..., None], (0, 0), sigma) / np.maximum(den, 1e-6)[..., None]
+    den = blur.gaussian(w, sigma)
+    fill = blur.gaussian(lab * w[..., None], sigma) / np.maximum(den, 1e-6)[..., None]
     far = den < 1e-3
     fill[far] = lab[outline].mean(0) if outline.any() else 0.0
     return np.where(outline[..., None], lab, fill).astype(np.float32)
@@ -213,7 +213,7 @@ def source_region_mask(crop_srgb: np.ndarray, landmarks: np.ndarray, feather: fl
         # Erode by the Gaussian's reach first (3.2 sigma: the tail is snapped to 0 below 1/1024), so the blur
         # never lifts a pixel outside the classified face above 0.
         mask = _shrink(face, 3.2 * sigma).astype(np.float32)
-        mask = cv2.GaussianBlur(mask, (0, 0), sigma)
+        mask = blur.gaussian(mask, sigma)
         mask[mask < 1.0 / 1024] = 0.0
         mask[~face] = 0.0  # what the discrete tail still reaches (a few thousandths at corners) is cut
     return np.clip(mask, 0.0, 1.0).astype(np.float32)
