@@ -6,5 +6,6 @@ Runs in its own Python environment; never imports bpy.
 # Raise with every change to the pixels a render makes: it is part of each output folder's cache key
 # (engine/cachekey.py), so a bake never resumes into frames an earlier engine made. 0.2.0: issue 10's compositing;
 # 0.3.0: large blurs on a shrunk copy (engine/stages/blur.py), Lab in float32 (within 1e-3 of 0.2.0's pixels).
-__version__ = "0.3.0"
+# 0.4.0: the zone keeps the plate's side light (lighting.relight), the plate's brows are not handed inward (blend).
+__version__ = "0.4.0"
 PROTOCOL_VERSION = 1

@@ -141,7 +141,9 @@ class ColourWindow:
             loss = detail_match.PlateDetail.pooled(details).loss if details else 1.0
             lin709 = blend.blend(lin709, fc.target709, fc.matte, s.blend_mode, band=band,
                                  fine_gain=1.0 / np.sqrt(loss), fine_sigma=1.5 * track_models.plate_px(fc.m),
-                                 plate_px=track_models.plate_px(fc.m))
+                                 plate_px=track_models.plate_px(fc.m),
+                                 carry=None if fc.lm68 is None else blend.plate_features_out(
+                                     fc.lm68, lin709.shape[0], fc.face_scale))
         return lin709.astype(np.float32)
 
 

@@ -189,3 +189,42 @@ def test_a_dark_rim_of_the_face_inside_the_feather_takes_the_plates_level():
     # Boundary at the outer tail (the default): the mid-scale handoff (0.08 of the face) carries most of the rim away
     # (composite 0.979; 0.96 with the handoff at 0.04), the level boundary the rest.
     assert 0.97 < rim_level(0.0) < rim_level(0.9)
+
+
+def test_the_plates_brow_is_not_handed_into_the_face_beside_the_swaps_own():
+    """Rudd onto Whigham: Whigham's brow tails reach into the handoff at the temples. Their hair, handed inward
+    with the plate's skin texture, printed a second brow beside Rudd's; with ``carry`` the face keeps its own
+    there, and the plate's skin texture is handed over as before everywhere else."""
+    swapped, c = pair("paul_rudd", "shea_whigham")
+    plate, matte = c["lin"], c["matte"]
+    carry = blend.plate_features_out(c["lm"], c["size"], c["scale"])
+    args = dict(band=blend.BAND_SCALE * c["scale"], scale=c["scale"])
+    with_carry = blend.blend(swapped, plate, matte, "poisson", carry=carry, **args)
+    without = blend.blend(swapped, plate, matte, "poisson", **args)
+    # where the handoff reaches inside the full matte, past CARRY_FROM and CARRY_STOP (before them the plate's
+    # detail, brow or not, still fades in as it does through the feather); the photo's plate_px is 1
+    full = (matte >= blend.HANDOFF_FROM).astype(np.uint8)
+    depth = cv2.distanceTransform(np.pad(full, 1), cv2.DIST_L2, 5)[1:-1, 1:-1]
+    width = blend.HANDOFF * c["scale"]
+    reach = (depth > blend.CARRY_FROM + blend.CARRY_STOP * width + 1) & (depth < 0.6 * width)
+    brow = reach & (carry < 0.05)
+    assert brow.sum() > 100  # the brow tails are there to test on
+
+    def detail(img: np.ndarray) -> np.ndarray:
+        y = np.log(np.maximum(img @ _LUMA, 1e-4)).astype(np.float32)
+        return (y - cv2.GaussianBlur(y, (0, 0), 2.0))[brow]
+
+    def plates_share(img: np.ndarray) -> float:
+        """How much of the plate's own detail (against the swap's) the blended face shows on the brow: 1 = all."""
+        d_face, d_plate = detail(swapped), detail(plate)
+        ref = d_plate - d_face
+        return float(((detail(img) - d_face) * ref).sum() / (ref * ref).sum())
+
+    # without carry much of the brow's hair arrives (0.45 of it, measured); with it the face keeps its own detail
+    assert plates_share(without) > 0.3
+    assert abs(plates_share(with_carry)) < 0.1
+    # on the plate's skin (carry 1) the handoff is as it was
+    skin = reach & (carry >= 1.0)
+    # (the seam's membrane solve, global over the band, moves by the brows' change: 6e-4 at most, measured)
+    rel = np.abs(with_carry[skin] / np.maximum(without[skin], 1e-6) - 1.0)
+    assert skin.sum() > 1000 and rel.max() < 2e-3

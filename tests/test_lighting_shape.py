@@ -69,6 +69,35 @@ def test_only_the_symmetric_part_of_the_zones_shading_is_kept_with_mirror_maps()
     assert depth(sym, left + below) < depth(side, left + below) - 0.08
 
 
+def test_a_side_lit_plates_light_is_kept_as_the_plate_has_it_with_mirror_maps():
+    """Only the swap's shading is made symmetric; of the plate's, only what both sides share is taken for its
+    shape. A plate lit from one side (one cheekbone brighter, the other in deep shadow: light, not shape) keeps
+    that light; averaged with its mirror, the shadow lifted the lit side beyond the plate's own (walkers 63: the
+    turned boy's lit cheek, whose mirror fell on his far side's hair, came out twice as bright as the plate's)."""
+    swapped, c = pair("paul_rudd", "astronaut")
+    lm = c["lm"]
+    left, right = lm[[37, 38, 40, 41]].mean(0), lm[[43, 44, 46, 47]].mean(0)
+    below = np.array([0.0, 0.12 * c["scale"]])  # the cheekbones, inside the zone
+    zone = lighting.shape_zone(lm, c["size"], c["scale"])
+    mirror = lighting.mirror_maps(lm, c["size"])
+    light = _blob(c, left + below, depth=0.8) * _blob(c, right + below, depth=-0.2)  # deep shadow left, lit right
+    side_lit = c["lin"] * light[..., None]
+    r = 0.03 * c["scale"]
+    plain = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], zone=zone, mirror=mirror)
+    lit = lighting.relight(swapped, side_lit, c["skin"], c["scale"], zone=zone, mirror=mirror)
+
+    def change(img: np.ndarray, ref: np.ndarray, at: np.ndarray) -> float:
+        return _lum_at(img, at, r) / _lum_at(ref, at, r)
+
+    # The lit side is lit about as the plate is (1.12x the plate's change, measured: the plate's own cheekbone
+    # highlight, shared by both sides without the shadow, counts as light once only one side has it); averaged
+    # with the shadowed side it was 1.26x ...
+    plate_lit = change(side_lit, c["lin"], right + below)
+    assert plate_lit < change(lit, plain, right + below) < 1.2 * plate_lit
+    # ... and the shadowed side keeps a shadow (0.52 of its level; the plate's 0.23).
+    assert change(lit, plain, left + below) < 0.7
+
+
 def test_mirror_maps_take_each_eye_to_the_other_and_the_nose_to_itself():
     _, c = pair("paul_rudd", "astronaut")
     lm = c["lm"]

@@ -24,7 +24,7 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.linalg import spsolve
 
-from engine.stages import blur
+from engine.stages import blur, geometry68
 
 MODES = ("poisson", "multiband", "none")
 _FLOOR = 1e-4  # linear floor before logs: below any real pixel, above float noise
@@ -51,6 +51,14 @@ HANDOFF = 0.04
 DETAIL_SIGMA = 0.08
 DETAIL_MAX_PX = 10.0
 DETAIL_CLIP = 0.2  # log units: the largest plate detail carried (skin texture is well below; hair edges above)
+# The plate's brows and eyes left out of the handoff (``carry``): grown and softened by these shares of the face,
+FEATURE_GROW, FEATURE_SOFT = 0.03, 0.015
+# from CARRY_FROM plate pixels inside the full matte on, over CARRY_STOP of the handoff's width. Left out
+# everywhere (the feather too), walkers 30-71 (99 faces >= 60 px): edge ratio 1.025 -> 1.247, the source's brows
+# and eyes met the plate's at the matte; from the full matte on (CARRY_FROM 0) still 1.064 -> 1.143: on a small face
+# the handoff is 2-5 plate pixels wide, and a ghost brow shows only on a wide one (Rudd onto Whigham, 37 px).
+CARRY_FROM = 2.0
+CARRY_STOP = 0.25
 HANDOFF_FROM = 0.99  # the matte value where the face's own detail starts to come back
 # The matte value where the membrane's boundary lies: below it B takes the plate's level (and, with the handoff,
 # its detail). Walkers 46-57 (30 faces), after the lighting fix: boundary at the matte's outer tail edge 1.203,
@@ -65,7 +73,8 @@ MAX_SOLVE_SIDE = 160  # the membrane's grid: ~25k unknowns at most, a direct sol
 
 def blend(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, mode: str = "poisson", band: float | None = None,
           max_side: int = MAX_SOLVE_SIDE, scale: float | None = None, handoff: float = HANDOFF,
-          fine_gain: float = 1.0, fine_sigma: float = 1.5, plate_px: float = 1.0) -> np.ndarray:
+          fine_gain: float = 1.0, fine_sigma: float = 1.5, plate_px: float = 1.0,
+          carry: np.ndarray | None = None) -> np.ndarray:
     """The blended face crop B (H, W, 3) float32; use it in place of ``face`` under the same ``matte``.
 
     ``band`` (pixels, poisson only): solve only in a band this wide inside the matte's edge and keep the face
@@ -89,7 +98,8 @@ def blend(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, mode: str = "p
     if handoff > 0:
         size = scale or matte_scale(matte)
         face = detail_handoff(face, plate.astype(np.float32), matte, handoff * size,
-                              min(DETAIL_SIGMA * size, DETAIL_MAX_PX), fine_gain, fine_sigma)
+                              min(DETAIL_SIGMA * size, DETAIL_MAX_PX), fine_gain, fine_sigma, carry,
+                              CARRY_FROM * plate_px)
     if LEVEL_FROM > 0:
         # The face takes the plate's level through the feather too: the solve's boundary is where the matte
         # reaches LEVEL_FROM, and below it B is the plate (its detail came with the handoff). With the boundary
@@ -116,7 +126,8 @@ def matte_scale(matte: np.ndarray) -> float:
 
 
 def detail_handoff(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, width: float, sigma: float,
-                   fine_gain: float = 1.0, fine_sigma: float = 1.5) -> np.ndarray:
+                   fine_gain: float = 1.0, fine_sigma: float = 1.5, carry: np.ndarray | None = None,
+                   carry_from: float = 0.0) -> np.ndarray:
     """The face with the plate's detail (log intensity less its Gaussian of ``sigma``) where the matte is below
     full and fading to the face's own over ``width`` pixels inside: the face's features (a brow tail, the source's
     cheek silhouette) never meet the matte's edge, and the plate's texture runs on through the feather."""
@@ -125,7 +136,14 @@ def detail_handoff(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, width
         return face
     depth = cv2.distanceTransform(np.pad(full, 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)[1:-1, 1:-1]
     t = np.clip(depth / width, 0.0, 1.0)
-    w = (1.0 - t * t * (3.0 - 2.0 * t)).astype(np.float32)[..., None]  # smoothstep: no kink where it ends
+    w = (1.0 - t * t * (3.0 - 2.0 * t)).astype(np.float32)  # smoothstep: no kink where it ends
+    if carry is not None:  # the plate's own features (a brow's tail at the temple) are not handed inward: its
+        # detail still runs on through the feather (where the plate shows anyway) and ``carry_from`` px beyond,
+        # and stops within CARRY_STOP of the handoff's width
+        ramp = max(CARRY_STOP * width, 1.0)
+        drop = (1.0 - np.clip(carry, 0.0, 1.0)) * np.clip((depth - carry_from) / ramp, 0.0, 1.0)
+        w = w * (1.0 - drop)
+    w = w[..., None]
     lf = np.log(np.maximum(face, _FLOOR))
     lp = np.log(np.maximum(plate, _FLOOR))
     bf, bp = blur.gaussian(lf, sigma), blur.gaussian(lp, sigma)
@@ -140,6 +158,15 @@ def detail_handoff(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, width
     if fine_gain != 1.0:  # the crop's cut and the paste take part of the plate's finest detail: carried raised
         dp = dp + (fine_gain - 1.0) * (dp - cv2.GaussianBlur(dp, (0, 0), max(fine_sigma, 0.5)))
     return (face * np.exp(w * (dp - df))).astype(np.float32)
+
+
+def plate_features_out(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
+    """``carry`` for ``blend``: 0 on the plate's brows and eyes (grown, softened), 1 elsewhere. The handoff
+    carries the plate's skin texture through the feather; a brow's hair carried with it printed a second brow
+    beside the swap's own (Rudd onto Whigham, the temple)."""
+    features = geometry68.feature_mask(lm68, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE, geometry68.BROWS[:5],
+                                                    geometry68.BROWS[5:]], FEATURE_GROW * face_scale)
+    return (1.0 - np.clip(blur.gaussian(features, max(FEATURE_SOFT * face_scale, 0.8)), 0.0, 1.0)).astype(np.float32)
 
 
 def premultiplied(blended: np.ndarray, matte: np.ndarray) -> np.ndarray:

@@ -234,12 +234,24 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
                                         tone=tone, target_base=None, scale=shape_scale)
         lum_l = np.log(np.maximum(x, 1e-6) / base_l).mean(-1) + np.log(np.maximum(gain_l * base_l, 1e-6)).mean(-1)
         w = np.clip(zone, 0.0, 1.0).astype(np.float32)
-        shade = lum_l - lum - log_base_t.mean(-1)
+        # shade = the plate's mid band (its shape-scale base over its base: minus its mid-frequency shading) plus
+        # the swap's: the swap's own mid-frequency shading in place of the plate's.
+        plate_mid = np.log(np.maximum(gain_l * base_l, 1e-6)).mean(-1) - log_base_t.mean(-1)
+        swap_mid = lum_l - lum - log_base_t.mean(-1) - plate_mid
         if mirror is not None:
-            # Only the face's symmetric shading: a frontal face's shape (sockets, nose, brow ridge) is, a side key
-            # light of the source photo is not.
-            shade = 0.5 * (shade + cv2.remap(shade.astype(np.float32), *mirror, cv2.INTER_LINEAR,
-                                             borderMode=cv2.BORDER_REPLICATE))
+            # Only the face's shape is exchanged, and a face's shape is symmetric: of the swap's shading its
+            # symmetric part (a side key light of the source photo is not its shape); of the plate's, what both
+            # sides have in common (the smaller of a pixel's and its mirror's, where they agree in sign), so the
+            # plate's side light and cast shadows stay. Mirrored as a mean, a side-lit plate's shadowed cheek
+            # lifted its lit one (walkers 63: the turned boy's lit cheek came out twice the plate's).
+            def mirrored(a: np.ndarray) -> np.ndarray:
+                return cv2.remap(a.astype(np.float32), *mirror, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+
+            plate_m = mirrored(plate_mid)
+            plate_mid = np.where(plate_mid * plate_m > 0, np.sign(plate_mid) * np.minimum(np.abs(plate_mid),
+                                                                                          np.abs(plate_m)), 0.0)
+            swap_mid = 0.5 * (swap_mid + mirrored(swap_mid))
+        shade = plate_mid + swap_mid
         if ZONE_LEVEL:
             lift = _zone_level(shade, w, skin_target if skin_swapped is None else skin_swapped)
             shade = shade - ZONE_LEVEL * max(lift - ZONE_LIFT_MAX, 0.0)
