@@ -7,5 +7,6 @@ Runs in its own Python environment; never imports bpy.
 # (engine/cachekey.py), so a bake never resumes into frames an earlier engine made. 0.2.0: issue 10's compositing;
 # 0.3.0: large blurs on a shrunk copy (engine/stages/blur.py), Lab in float32 (within 1e-3 of 0.2.0's pixels).
 # 0.4.0: the zone keeps the plate's side light (lighting.relight), the plate's brows are not handed inward (blend).
-__version__ = "0.4.0"
+# 0.5.0: a frontal face's zone takes the mean of the plate's shading where both sides agree (lighting.facing).
+__version__ = "0.5.0"
 PROTOCOL_VERSION = 1
