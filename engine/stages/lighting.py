@@ -207,7 +207,7 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
     ``zone`` (H, W) in [0, 1] (``shape_zone``): where the luminance base is taken at ``shape_scale`` instead of
     ``scale``, so the swap keeps its own mid-frequency shading there. ``chroma_detail``: how much of the swap's
     colour detail (its colour over its base's) is kept, 0 none (the plate's skin colour) to 1 all. ``mirror``
-    (``mirror_maps``): when given, only the symmetric part of the zone's shading is kept; ``facing`` (``facing``)
+    (``mirror_maps``): when given, only the symmetric part of the zone's shading is kept; ``facing`` (``facing()``)
     0 for a turned face to 1 for a frontal one."""
     if not 0.0 <= strength <= 1.0:
         raise ValueError(f"lighting strength {strength} is outside [0, 1]; use 1 for the plate's light, 0 for none")
@@ -244,7 +244,9 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
             # symmetric part (a side key light of the source photo is not its shape). Of the plate's: where a
             # pixel and its mirror disagree (one side lit, the other shaded), the lit side keeps the plate's light
             # and the shaded side takes their mean; the mean on the lit side lifted it by the shadow's depth
-            # (walkers 63: the turned boy's lit cheek came out twice the plate's). Where they agree, a frontal face
+            # (walkers 63: the turned boy's lit cheek came out twice the plate's), nothing on the shaded side kept
+            # the smile folds beside the astronaut's open mouth twice over, and dlib read it closed (inner-lip gap
+            # 0.119 against the plate's 0.162; 0.145 with the mean). Where they agree, a frontal face
             # (``facing`` 1) takes their mean: the smaller of the two left the plate's falloff towards the outline
             # on top of the swap's (walkers, the white-haired woman: edge ratio 1.075 -> 1.138); a turned one the
             # smaller, its far side foreshortened (the boy's cheek, dE76 1.00 -> 0.87).
