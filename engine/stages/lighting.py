@@ -244,8 +244,8 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
             # symmetric part (a side key light of the source photo is not its shape). Of the plate's: where a
             # pixel and its mirror disagree (one side lit, the other shaded), the lit side keeps the plate's light
             # and the shaded side takes their mean; the mean on the lit side lifted it by the shadow's depth
-            # (walkers 63: the turned boy's lit cheek came out twice the plate's), nothing on the shaded side kept
-            # the smile folds beside the astronaut's open mouth twice over, and dlib read it closed (inner-lip gap
+            # (walkers 63: the turned boy's lit cheek came out twice the plate's); nothing on the shaded side (the
+            # smile folds beside the astronaut's open mouth) and dlib read her mouth as closing (inner-lip gap
             # 0.119 against the plate's 0.162; 0.145 with the mean). Where they agree, a frontal face
             # (``facing`` 1) takes their mean: the smaller of the two left the plate's falloff towards the outline
             # on top of the swap's (walkers, the white-haired woman: edge ratio 1.075 -> 1.138); a turned one the
