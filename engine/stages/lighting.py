@@ -233,12 +233,12 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
         # shape-scale base; the plate's colour at the small scale either way.
         gain_l, base_l = _gain_and_base(swapped, target, skin_target, face_scale, skin_swapped=skin_swapped,
                                         tone=tone, target_base=None, scale=shape_scale)
-        lum_l = np.log(np.maximum(x, 1e-6) / base_l).mean(-1) + np.log(np.maximum(gain_l * base_l, 1e-6)).mean(-1)
         w = np.clip(zone, 0.0, 1.0).astype(np.float32)
         # shade = the plate's mid band (its shape-scale base over its base: minus its mid-frequency shading) plus
-        # the swap's: the swap's own mid-frequency shading in place of the plate's.
+        # the swap's (its luminance over its shape-scale base less over its base): the swap's own mid-frequency
+        # shading in place of the plate's.
         plate_mid = np.log(np.maximum(gain_l * base_l, 1e-6)).mean(-1) - log_base_t.mean(-1)
-        swap_mid = lum_l - lum - log_base_t.mean(-1) - plate_mid
+        swap_mid = np.log(np.maximum(x, 1e-6) / base_l).mean(-1) - lum
         if mirror is not None:
             # Only the face's shape is exchanged, and a face's shape is symmetric: of the swap's shading its
             # symmetric part (a side key light of the source photo is not its shape). Of the plate's: where a
