@@ -242,3 +242,31 @@ def test_models_command_end_to_end(tmp_path, server):
     assert out.returncode == 2 and "unknown model" in out.stderr
     out = _cli("list", env_extra={**env, catalogue.ENV_MODELS_DIR: str(md)})  # env var picks the folder
     assert f"models folder: {md}" in out.stdout
+
+
+_RECORDER = """
+import sys
+from pathlib import Path
+from engine.models import catalogue, verify
+md, model, name = Path(sys.argv[1]), catalogue.get(sys.argv[2]), sys.argv[3]
+f = md / (name + ".bin")
+f.write_bytes(name.encode())
+d = verify.digests(f)
+for _ in range(200):
+    verify.record(md, model, f, d, "sha256")
+"""
+
+
+def test_engines_side_by_side_record_without_clashing(tmp_path):
+    """Engines started together (a farm node's workers) each record what they verified: every one exits 0, the
+    record stays valid JSON and no temporary file is left. One shared temporary name once failed the second."""
+    md = tmp_path / "models"
+    md.mkdir()
+    ids = sorted(catalogue.load())[:4]
+    procs = [subprocess.Popen([sys.executable, "-c", _RECORDER, str(md), mid, f"w{i}"], cwd=ROOT,
+                              stderr=subprocess.PIPE, text=True) for i, mid in enumerate(ids)]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * len(ids), errs
+    data = json.loads((md / verify.LOCK_NAME).read_text(encoding="utf-8"))
+    assert set(data) <= set(ids) and data
+    assert sorted(p.name for p in md.iterdir()) == sorted([verify.LOCK_NAME] + [f"w{i}.bin" for i in range(len(ids))])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 import threading
 import zlib
 from dataclasses import dataclass
@@ -82,23 +83,35 @@ def read_record(models_dir: Path) -> dict[str, dict]:
         return {}
 
 
+def _write_record(models_dir: Path, data: dict[str, dict]) -> None:
+    """Replace the record atomically. The temporary file is unique to this writer: engines started side by side
+    (a farm node's workers, a preview beside a render) once shared one name, and the second's rename failed. Two
+    writers can still each drop the other's newest entry; that file is then only hashed again on its next load."""
+    models_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".verified-", suffix=".tmp", dir=models_dir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, _lock_path(models_dir))
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def record(models_dir: Path, entry: ModelEntry, path: Path, d: Digests, how: str) -> None:
     with _lock:
         data = read_record(models_dir)
         st = path.stat()
         data[entry.id] = {"file": str(path), "sha256": d.sha256, "crc32": d.crc32, "size": d.size,
                           "mtime_ns": st.st_mtime_ns, "verified_by": how}
-        models_dir.mkdir(parents=True, exist_ok=True)
-        tmp = _lock_path(models_dir).with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, _lock_path(models_dir))
+        _write_record(models_dir, data)
 
 
 def forget(models_dir: Path, model_id: str) -> None:
     with _lock:
         data = read_record(models_dir)
         if data.pop(model_id, None) is not None:
-            _lock_path(models_dir).write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+            _write_record(models_dir, data)
 
 
 def verified_unchanged(models_dir: Path, entry: ModelEntry, path: Path) -> bool:
