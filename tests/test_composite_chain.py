@@ -116,14 +116,25 @@ def test_occluder_over_the_mouth_stays_the_plate(engine, two_faces, tmp_path):
     assert (result.mattes["Occlusion"][skin] > 0.5).mean() > 0.8
 
 
+def _mouth_gap(analyser: FaceAnalyser, image_u8: np.ndarray, box: np.ndarray) -> float:
+    """dlib's inner-lip gap over the eye distance, the mean over the face box and six boxes shifted by 3 % or
+    grown and shrunk by 5 %: one box's fit moves by up to 0.025 with a 3 % shift on the same pixels (the astronaut
+    under Tom Hanks: 0.145, 0.142, 0.143, 0.143, 0.118, 0.133, 0.145), more than the change being measured."""
+    box = np.asarray(box, np.float64)
+    w = box[2] - box[0]
+    shifts = [(0, 0, 0), (0.03, 0, 0), (-0.03, 0, 0), (0, 0.03, 0), (0, -0.03, 0), (0, 0, 0.05), (0, 0, -0.05)]
+    return float(np.mean([metrics.mouth_open_ratio(analyser.describe(image_u8, box + np.array(
+        [dx - ds, dy - ds, dx + ds, dy + ds]) * w).lm68) for dx, dy, ds in shifts]))
+
+
 def test_open_target_mouth_stays_open(engine, tmp_path):
-    """The astronaut's open smile (inner-lip gap 0.15 of the eye distance) under a closed-mouthed source."""
+    """The astronaut's open smile (inner-lip gap 0.16 of the eye distance) under a closed-mouthed source."""
     analyser = FaceAnalyser()
     plate = shots.load_photo_linear("astronaut")
     (before,) = analyser.find(_u8(plate))
     result = _preview(engine, shots.load_photo_linear("tom_hanks"), plate, tmp_path)
-    after = analyser.describe(_u8(result.rgba[..., :3]), before.box)
-    gap_plate, gap_result = metrics.mouth_open_ratio(before.lm68), metrics.mouth_open_ratio(after.lm68)
+    gap_plate = _mouth_gap(analyser, _u8(plate), before.box)
+    gap_result = _mouth_gap(analyser, _u8(result.rgba[..., :3]), before.box)
     assert gap_plate > 0.1
     assert abs(gap_result - gap_plate) <= 0.25 * gap_plate
 
