@@ -8,5 +8,6 @@ Runs in its own Python environment; never imports bpy.
 # 0.3.0: large blurs on a shrunk copy (engine/stages/blur.py), Lab in float32 (within 1e-3 of 0.2.0's pixels).
 # 0.4.0: the zone keeps the plate's side light (lighting.relight), the plate's brows are not handed inward (blend).
 # 0.5.0: a frontal face's zone takes the mean of the plate's shading where both sides agree (lighting.facing).
-__version__ = "0.5.0"
+# 0.6.0: the mouth's openness is held along the track (track_models.MOUTH_HOLD).
+__version__ = "0.6.0"
 PROTOCOL_VERSION = 1

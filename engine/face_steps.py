@@ -52,7 +52,7 @@ def align(ctx: JobContext, selected: dict[int, list[Face]], frames: list[int]
             target_lin = warp_crop(plate_rgb, m, size)
             crops.append(Crop(face, size, m, target_lin, colour.linear_to_model(target_lin, gamut),
                               transform_points(m, face.landmarks68),
-                              ctx.texture.steps_for(face.size) if ctx.texture else 0))
+                              ctx.texture.steps_for(face.size) if ctx.texture else 0, f))
             owner.append(len(pendings))
         pendings.append(PendingFrame(f, rgba, gamut, t0, warnings))
     return pendings, crops, owner
@@ -64,7 +64,8 @@ def swap(ctx: JobContext, crops: list[Crop]) -> Swapped:
                           matrices=np.stack([c.m for c in group]), face_sizes=np.array([c.face.size for c in group]),
                           meshes=[None if c.face.mesh468 is None else mesh_warp.to_crop(
                                       mesh_warp.follow_landmarks(c.face.mesh468, c.face.landmarks68), c.m)
-                                  for c in group])
+                                  for c in group],
+                          mouth_open=[ctx.track_models.mouth_open(c.face.track_id, c.frame) for c in group])
         return ctx.swapper.swap(batch, ctx.identity)
 
     groups = [crops] if ctx.swapper.size else [[c] for c in crops]  # varying sizes: one call per face

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import audit, consent
+from engine import audit, consent, track_models
 from engine import settings as schema
 from engine.analysis import SOURCE_FACE_MODELS, AnalysisRun, FaceModels, ShotAnalysis, face_models, obtain
 from engine.analysis.stats import skin_stats_of
@@ -184,7 +184,8 @@ class Engine:
         """analyse -> select: the faces to replace in the rendered frames, and the plate skin statistics of their
         tracks over each frame's colour window (from the shot analysis: never from the job's frame range)."""
         analysis = self.shot_analysis(ctx.plate, ctx.settings, ctx.emit, ctx.check_cancel)
-        near = sorted({g for f in todo for g in range(f - ctx.radius, f + ctx.radius + 1)} & set(analysis.frames))
+        reach = max(ctx.radius, track_models.MOUTH_HOLD)  # the colour window, and the held mouth openness
+        near = sorted({g for f in todo for g in range(f - reach, f + reach + 1)} & set(analysis.frames))
         selected = select_faces(analysis, ctx.settings, near)
         stats: dict[tuple[int, int], SkinStats] = {}
         if ctx.settings.colour_match != "none":
@@ -201,6 +202,8 @@ class Engine:
         ctx.frame_faces.update(frame_faces(analysis, todo))  # a nearer head is an occluder (stages/in_front)
         for tid in {face.track_id for f in todo for face in selected[f]}:  # glasses: one decision per track
             ctx.track_models.add_glasses(tid, tracks[tid].stats.get("glasses"))
+            ctx.track_models.add_mouths(tid, {f: face.landmarks68 for f in near for face in selected[f]
+                                              if face.track_id == tid and face.landmarks68 is not None}, todo)
         return {f: selected[f] for f in todo}, stats
 
     @staticmethod

@@ -53,6 +53,7 @@ class Crop:
     target: np.ndarray  # the same, sRGB: what models see
     lm: np.ndarray  # (68, 2) landmarks in crop pixels
     sr_steps: int  # super-resolution steps the source texture took for this face
+    frame: int = -1  # the plate frame it was cut from
 
 
 @dataclass

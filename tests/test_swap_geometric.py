@@ -54,3 +54,36 @@ def test_an_open_mouth_keeps_the_plates_lips_and_a_closed_one_keeps_nothing():
         assert (keep[lower_lip[1], lower_lip[0]] > 0.9) == lips_kept, name
         gap = np.round(lm[[62, 66]].mean(0)).astype(int)  # between the inner lips: the opening or the lip line
         assert (keep[gap[1], gap[0]] > 0.9) == lips_kept, name  # closed: the source's own lip line, not the plate's
+
+
+def test_a_mouth_open_on_a_neighbouring_frame_is_held():
+    """TrackModels.add_mouths: each frame takes the most open mouth within MOUTH_HOLD frames of it along the
+    track, whatever frames are asked for (a render of one frame equals that frame of a whole render)."""
+    from engine import track_models
+
+    closed, smile = landmarks(load("paul_rudd"), 0)[0], landmarks(load("astronaut"))[0]
+    along = {f: (smile if f == 10 else closed) for f in range(1, 21)}  # open on frame 10 only
+    whole = track_models.TrackModels()
+    whole.add_mouths(7, along, list(range(1, 21)))
+    held = [f for f in range(1, 21) if whole.mouth_open(7, f) == 1.0]
+    hold = track_models.MOUTH_HOLD
+    assert hold >= 1 and held == list(range(10 - hold, 10 + hold + 1))
+    assert all(whole.mouth_open(7, f) == 0.0 for f in range(1, 21) if f not in held)
+    for f in (1, 10 - hold, 10 + hold + 1, 20):  # one frame asked, its neighbours given: the same value
+        one = track_models.TrackModels()
+        one.add_mouths(7, {g: along[g] for g in range(f - hold, f + hold + 1) if g in along}, [f])
+        assert one.mouth_open(7, f) == whole.mouth_open(7, f)
+    assert whole.mouth_open(8, 10) is None  # another track: nothing held, the swapper reads the crop
+
+
+def test_the_held_openness_decides_the_kept_lips():
+    """The swapper keeps the plate's lips by the openness it is given (held along the track), not by the crop's
+    own landmarks: a smile given 0 keeps the source's lips, a closed mouth given 1 the plate's."""
+    for name, lm, given, lips_kept in (("astronaut", landmarks(load("astronaut"))[0], 0.0, False),
+                                       ("paul_rudd", landmarks(load("paul_rudd"), 0)[0], 1.0, True)):
+        lm = lm - (lm.min(0) - 20)
+        size = int(np.ceil(lm.max())) + 20
+        scale = geometry68.face_scale(geometry68.with_forehead(lm))
+        keep = swap_geometric._eyes_mouth_mask(lm, size, scale, eyes=False, opening=given)
+        lower_lip = np.round(lm[[56, 57, 58]].mean(0)).astype(int)
+        assert (keep[lower_lip[1], lower_lip[0]] > 0.9) == lips_kept, name

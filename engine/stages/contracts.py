@@ -97,6 +97,9 @@ class SwapInput:
     face_sizes: np.ndarray  # (N,) target face size in frame pixels (for super-resolution decisions)
     # per crop (468, 3) MediaPipe mesh in crop pixels (z scaled alike), when the landmarker measured it
     meshes: list[np.ndarray | None] | None = None
+    # per crop how open the target's mouth is, 0-1, held along its track (track_models.add_mouths); None: the
+    # swapper reads it from the crop's landmarks
+    mouth_open: list[float | None] | None = None
 
 
 @dataclass

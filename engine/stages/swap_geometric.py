@@ -75,17 +75,22 @@ class GeometricSwapper:
         keep = np.zeros(batch.crops.shape[:3], np.float32)
         region = np.zeros(batch.crops.shape[:3], np.float32)
         meshes = batch.meshes if batch.meshes is not None else [None] * len(batch.crops)
+        mouths = batch.mouth_open if batch.mouth_open is not None else [None] * len(batch.crops)
         for i, (crop, lm, mesh) in enumerate(zip(batch.crops, batch.landmarks, meshes, strict=True)):
             if lm is None:
                 raise ValueError("the geometric swapper needs 68 target landmarks")
-            out[i], keep[i], region[i] = self.swap_one(crop, lm, float(batch.face_sizes[i]), mesh)
+            out[i], keep[i], region[i] = self.swap_one(crop, lm, float(batch.face_sizes[i]), mesh, mouths[i])
         return SwapOutput(crops=out, keep=keep, source_region=region)
 
     def swap_one(self, target: np.ndarray, target_lm68: np.ndarray, face_size: float,
-                 target_mesh: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 target_mesh: np.ndarray | None = None, mouth_open: float | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(swapped crop, mask of target features to restore after the lighting step, source-region mask: where
-        the swap shows the source's own face; 0 on its hair, backdrop, ears and outside the warped mesh)."""
+        the swap shows the source's own face; 0 on its hair, backdrop, ears and outside the warped mesh).
+        ``mouth_open``: how open the target's mouth is (0-1, held along its track); None reads the landmarks. The
+        mesh warp (MESH_WARP, off) reads its own lips from the meshes instead."""
         size = target.shape[0]
+        opening = mouth_openness(target_lm68) if mouth_open is None else float(mouth_open)
         src_img, src_pts = self._source(size, face_size)
         src_mesh = None
         if MESH_WARP and target_mesh is not None and self._source_mesh is not None:
@@ -103,7 +108,7 @@ class GeometricSwapper:
             seen = mesh_warp.visibility_map(dst, tris, order, shown, size, 0.02 * scale)
         else:
             self.last_path = "68"
-            dst_pts = geometry68.with_forehead(self._blend_shape(target_lm68, src_pts[:68]))
+            dst_pts = geometry68.with_forehead(self._blend_shape(target_lm68, src_pts[:68], opening))
             tris = self._tris.get(id(src_img))
             if tris is None:
                 tris = self._tris[id(src_img)] = geometry68.triangulate(src_pts)
@@ -122,10 +127,10 @@ class GeometricSwapper:
         if self.keep_eyes_mouth and src_mesh is not None:
             keep = mesh_mouth_mask(target_mesh, size, scale, eyes=KEEP_EYES)
         elif self.keep_eyes_mouth:
-            keep = _eyes_mouth_mask(target_lm68, size, scale, eyes=KEEP_EYES)
+            keep = _eyes_mouth_mask(target_lm68, size, scale, eyes=KEEP_EYES, opening=opening)
         return result, keep, np.clip(region, 0.0, 1.0).astype(np.float32)
 
-    def _blend_shape(self, target: np.ndarray, source: np.ndarray) -> np.ndarray:
+    def _blend_shape(self, target: np.ndarray, source: np.ndarray, opening: float | None = None) -> np.ndarray:
         """Target landmarks moved towards the source's face shape (aligned to the target by a similarity): the
         proportions of brows, nose, lips and jaw carry identity; pose and expression stay the target's."""
         m = similarity(source, target)
@@ -141,7 +146,9 @@ class GeometricSwapper:
         # fringe, which the source region now leaves out.
         if self.keep_eyes_mouth:  # the kept mouth (and kept eyes) must line up with the target's pixels
             alpha[geometry68.INNER_MOUTH] = 0.0
-            alpha[geometry68.OUTER_MOUTH] *= 1.0 - mouth_openness(target)  # an open mouth's lips are the plate's
+            if opening is None:
+                opening = mouth_openness(target)
+            alpha[geometry68.OUTER_MOUTH] *= 1.0 - opening  # an open mouth's lips are the plate's
             if KEEP_EYES:
                 alpha[geometry68.LEFT_EYE + geometry68.RIGHT_EYE] = 0.0
             else:
@@ -184,7 +191,8 @@ def mouth_openness(lm68: np.ndarray) -> float:
     return float(np.clip((gap / max(eyes, 1e-9) - OPEN_FROM) / OPEN_SPAN, 0.0, 1.0))
 
 
-def _eyes_mouth_mask(lm68: np.ndarray, size: int, scale: float, eyes: bool = True) -> np.ndarray:
+def _eyes_mouth_mask(lm68: np.ndarray, size: int, scale: float, eyes: bool = True,
+                     opening: float | None = None) -> np.ndarray:
     """Soft mask of the target's inner mouth and, as far as the mouth is open (``mouth_openness``), its lips,
     grown so the lips' edges and the opening's dark corners are the plate's too (and eye openings). Only the inner
     mouth kept (grown 0.02 of the face), dlib saw an open mouth less open than the plate's: walkers 40-69, 15 faces,
@@ -196,7 +204,7 @@ def _eyes_mouth_mask(lm68: np.ndarray, size: int, scale: float, eyes: bool = Tru
     closed mouth most)."""
     inner = geometry68.feature_mask(lm68, size, [geometry68.INNER_MOUTH], 0.02 * scale)
     lips = geometry68.feature_mask(lm68, size, [geometry68.OUTER_MOUTH], LIPS_GROW * scale)
-    mouth = mouth_openness(lm68) * np.maximum(inner, lips)
+    mouth = (mouth_openness(lm68) if opening is None else opening) * np.maximum(inner, lips)
     mask = geometry68.feature_mask(lm68, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE], 0.02 * scale) \
         if eyes else np.zeros_like(mouth)
     return _soft(np.maximum(mask, mouth), scale)
