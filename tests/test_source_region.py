@@ -97,14 +97,19 @@ def test_a_face_without_visible_skin_gives_an_empty_mask(astronaut, cloth):
     assert source_region_mask(np.clip(covered, 0, 1), lm).max() == 0.0
 
 
-def test_a_real_portrait_on_a_saturated_backdrop_leaves_backdrop_and_hair_out():
-    path = os.path.join(SHARED, "photos", "shea_whigham.jpg")
+def _shared_portrait(name: str, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """A shared portrait photo, resized by ``scale``, as the 384 px aligned crop and its landmarks."""
+    path = os.path.join(SHARED, "photos", name)
     if not os.path.exists(path):
         pytest.skip(f"{path} is missing (see ../shared/data/README.md)")
-    img = read_rgb(path)
-    img = cv2.resize(img, None, fx=0.4, fy=0.4, interpolation=cv2.INTER_AREA)
+    img = cv2.resize(read_rgb(path), None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
     face = max(FaceAnalyser().find(img), key=lambda f: f.box[2] - f.box[0])
     crop, lm, _ = aligned_crop(img.astype(np.float32) / 255.0, face.lm68, 384)
+    return crop, lm
+
+
+def test_a_real_portrait_on_a_saturated_backdrop_leaves_backdrop_and_hair_out():
+    crop, lm = _shared_portrait("shea_whigham.jpg", 0.4)
     mask = source_region_mask(crop, lm)
     lab = lab_of_srgb(crop)
     red_backdrop = (lab[..., 1] > 40) & (lab[..., 0] > 30)  # the saturated red wall
@@ -157,3 +162,21 @@ def test_a_skin_hued_fringe_above_the_brows_gets_no_weight_and_the_brows_no_hole
         hull = np.zeros((size, size), np.uint8)
         cv2.fillConvexPoly(hull, cv2.convexHull(np.round(pts[side]).astype(np.int32)), 1)
         assert (mask[hull > 0] > 0.5).mean() > 0.98
+
+
+def test_a_made_up_eye_is_face_up_to_its_eyeliner_wing():
+    """angelina_jolie.jpg: dark eyeliner with a wing past the outer corner. Cut out as not-skin, it left a notch
+    where the plate's eye showed through the swapped one; the eye's surround is face, whatever its colour."""
+    crop, lm = _shared_portrait("angelina_jolie.jpg", 0.5)
+    mask = source_region_mask(crop, lm)
+    lab = lab_of_srgb(crop)
+    for eye in (geometry68.LEFT_EYE, geometry68.RIGHT_EYE):
+        pts = lm[eye]
+        width = float(np.linalg.norm(pts[3] - pts[0]))
+        surround = np.zeros(mask.shape, np.uint8)  # the eye grown by a fifth of its width: lids, lashes, liner
+        cv2.ellipse(surround, tuple(int(v) for v in np.round(pts.mean(0))), (int(0.6 * width), int(0.3 * width)),
+                    float(np.degrees(np.arctan2(*(pts[3] - pts[0])[::-1]))), 0, 360, 1, -1)
+        inside = (surround > 0) & (geometry68.hull_mask(points78(lm), mask.shape[0]) > 0.5)
+        dark = inside & (lab[..., 0] < 35)  # liner and lashes
+        assert dark.sum() > 30
+        assert (mask[dark] >= 0.5).mean() > 0.95

@@ -195,6 +195,8 @@ def source_region_mask(crop_srgb: np.ndarray, landmarks: np.ndarray, feather: fl
         cv2.fillConvexPoly(brow_eye, hull, 1)
         k = int(2 * round(0.02 * scale) + 1)
         features |= cv2.dilate(brow_eye, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))) > 0
+    for eye in (geometry68.LEFT_EYE, geometry68.RIGHT_EYE):
+        features |= _eye_surround(pts[eye], size)
     face = (skin | features) & outline
 
     # Morphology at the face's scale: opening drops skin-coloured specks in hair or backdrop; small holes
@@ -217,6 +219,24 @@ def source_region_mask(crop_srgb: np.ndarray, landmarks: np.ndarray, feather: fl
         mask[mask < 1.0 / 1024] = 0.0
         mask[~face] = 0.0  # what the discrete tail still reaches (a few thousandths at corners) is cut
     return np.clip(mask, 0.0, 1.0).astype(np.float32)
+
+
+# The eye's surround, as an ellipse along the corners (its semi-axes in corner distances): lashes, eyeliner and
+# its wing, lid shadow. The brow-eye hull ends at the outer corner, and a made-up eye's dark wing beyond it was cut
+# out as not-skin (angelina_jolie.jpg: the outer third of her eye), so the plate's eye showed through the notch.
+EYE_SURROUND = (0.7, 0.4)
+
+
+def _eye_surround(eye: np.ndarray, size: int) -> np.ndarray:
+    """bool (size, size): an ellipse round one eye's six points, EYE_SURROUND corner distances across."""
+    corners = eye[[0, 3]]
+    width = float(np.linalg.norm(corners[1] - corners[0]))
+    centre = eye.mean(0)
+    angle = float(np.degrees(np.arctan2(*(corners[1] - corners[0])[::-1])))
+    out = np.zeros((size, size), np.uint8)
+    axes = (max(1, int(round(EYE_SURROUND[0] * width))), max(1, int(round(EYE_SURROUND[1] * width))))
+    cv2.ellipse(out, (int(round(centre[0])), int(round(centre[1]))), axes, angle, 0, 360, 1, -1)
+    return out > 0
 
 
 def _shrink(mask: np.ndarray, radius: float) -> np.ndarray:
