@@ -187,23 +187,16 @@ class Engine:
         reach = max(ctx.radius, track_models.MOUTH_HOLD)  # the colour window, and the held mouth openness
         near = sorted({g for f in todo for g in range(f - reach, f + reach + 1)} & set(analysis.frames))
         selected = select_faces(analysis, ctx.settings, near)
+        tracks = {t.track_id: t for t in analysis.tracks}
         stats: dict[tuple[int, int], SkinStats] = {}
         if ctx.settings.colour_match != "none":
-            by_id = {t.track_id: t for t in analysis.tracks}
             for f in near:
                 for face in selected[f]:
-                    st = skin_stats_of(by_id[face.track_id].stats["skin_colour"]["frames"].get(str(f)))
+                    st = skin_stats_of(tracks[face.track_id].stats["skin_colour"]["frames"].get(str(f)))
                     if st is not None:
                         stats[(face.track_id, f)] = st
-        tracks = {t.track_id: t for t in analysis.tracks}
-        for f in near:  # the plate skin tones the lighting step smooths its level by (engine.track_models)
-            for face in selected[f]:
-                ctx.track_models.add_tone(face.track_id, f, tracks[face.track_id].stats.get("skin_tone"))
+        ctx.track_models.add_tracks(tracks, selected, near, todo)  # tones, glasses, mouths (engine.track_models)
         ctx.frame_faces.update(frame_faces(analysis, todo))  # a nearer head is an occluder (stages/in_front)
-        for tid in {face.track_id for f in todo for face in selected[f]}:  # glasses: one decision per track
-            ctx.track_models.add_glasses(tid, tracks[tid].stats.get("glasses"))
-            ctx.track_models.add_mouths(tid, {f: face.landmarks68 for f in near for face in selected[f]
-                                              if face.track_id == tid and face.landmarks68 is not None}, todo)
         return {f: selected[f] for f in todo}, stats
 
     @staticmethod

@@ -106,6 +106,19 @@ class TrackModels:
     glasses: dict[int, bool] = field(default_factory=dict)  # track -> wears glasses (the shot analysis's decision)
     mouths: dict[tuple[int, int], float] = field(default_factory=dict)  # (track, frame) -> held mouth openness
 
+    def add_tracks(self, tracks: dict[int, Any], selected: dict[int, list[Any]], near: list[int], todo: list[int]
+                   ) -> None:
+        """What the shot analysis holds for the faces a job replaces (``tracks``: track id -> its TrackRecord;
+        ``selected``: frame -> the selected faces, on every frame ``near`` the rendered ones, ``todo``): each face's
+        plate skin tone over the frames near, and per track its glasses decision and held mouth openness."""
+        for f in near:  # the plate skin tones the lighting step smooths its level by
+            for face in selected[f]:
+                self.add_tone(face.track_id, f, tracks[face.track_id].stats.get("skin_tone"))
+        for tid in {face.track_id for f in todo for face in selected[f]}:  # one decision per track
+            self.add_glasses(tid, tracks[tid].stats.get("glasses"))
+            self.add_mouths(tid, {f: face.landmarks68 for f in near for face in selected[f]
+                                  if face.track_id == tid and face.landmarks68 is not None}, todo)
+
     def add_tone(self, track: int, frame: int, stored: dict[str, Any] | None) -> None:
         """One frame's skin tone from the shot analysis's ``skin_tone`` statistic (absent in an older cache)."""
         value = (stored or {}).get("frames", {}).get(str(frame))
