@@ -117,7 +117,9 @@ class ColourWindow:
             lin709 = lighting.relight(lin709, fc.target709, skin_t, fc.face_scale, skin_swapped=skin_s,
                                       strength=s.lighting_strength, scale=s.lighting_scale,
                                       tone=lighting.SkinTone.pooled(tones) if tones else None, zone=zone,
-                                      mirror=mirror, facing=0.0 if fc.lm68 is None else lighting.facing(fc.lm68))
+                                      mirror=mirror, facing=0.0 if fc.lm68 is None else lighting.facing(fc.lm68),
+                                      colour_keep=None if fc.lm68 is None else lighting.eye_openings(
+                                          fc.lm68, size, fc.face_scale))
             if fc.shown is not None:
                 lin709 = unmix(lin709, before, fc.target709, fc.shown)
         if s.detail_match and details and fc.region is not None:

@@ -326,3 +326,25 @@ def test_a_studio_sheen_is_compressed_and_dark_detail_kept():
     assert f[22, 22] == pytest.approx(1.0)
     assert f[32, 32] == pytest.approx(1.0)
     assert f[2, 40] == pytest.approx(1.0)  # the base itself: no detail, nothing to compress
+
+
+def test_the_swaps_eyes_keep_their_own_colour_on_a_warm_plate():
+    """paul_rudd onto shea_whigham (a warm, ruddy plate): between the lids the swap keeps its own colour, so the
+    whites stay near neutral; with the skin's colour filled across them (CHROMA_DETAIL alone) they took its hue."""
+    swapped, c = pair("paul_rudd", "shea_whigham")
+    eyes = lighting.eye_openings(c["lm"], c["size"], c["scale"])
+    assert eyes.max() > 0.99 and eyes[c["skin"] > 0.5].mean() < 0.05  # the eyes, not the skin
+    kept = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], colour_keep=eyes)
+    skin_hued = lighting.relight(swapped, c["lin"], c["skin"], c["scale"])
+    lum = swapped @ _LUMA.astype(np.float32)
+    inside = (eyes > 0.9) & (lum > np.percentile(lum[eyes > 0.9], 70))  # the brightest of the eye: its whites
+
+    def chroma(img: np.ndarray) -> float:
+        lab = lin_to_lab(np.clip(img[inside].mean(0), 0, 1))
+        return float(np.hypot(lab[1], lab[2]))
+
+    assert inside.sum() > 20
+    assert chroma(kept) < 0.6 * chroma(skin_hued)
+    assert abs(chroma(kept) - chroma(swapped)) < 0.5 * abs(chroma(skin_hued) - chroma(swapped))
+    outside = c["skin"] > 0.5  # the skin itself is relit as before
+    assert np.abs(kept[outside] - skin_hued[outside]).max() < 1e-6

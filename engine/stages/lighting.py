@@ -201,14 +201,16 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
             skin_swapped: np.ndarray | None = None, strength: float = 1.0, tone: SkinTone | None = None,
             target_base: np.ndarray | None = None, scale: float = BASE_SCALE, zone: np.ndarray | None = None,
             shape_scale: float = SHAPE_SCALE, chroma_detail: float = CHROMA_DETAIL,
-            mirror: tuple[np.ndarray, np.ndarray] | None = None, facing: float = 0.0) -> np.ndarray:
+            mirror: tuple[np.ndarray, np.ndarray] | None = None, facing: float = 0.0,
+            colour_keep: np.ndarray | None = None) -> np.ndarray:
     """The swapped crop with the target's lighting and colour (strength 1) or its own (strength 0).
 
     ``zone`` (H, W) in [0, 1] (``shape_zone``): where the luminance base is taken at ``shape_scale`` instead of
     ``scale``, so the swap keeps its own mid-frequency shading there. ``chroma_detail``: how much of the swap's
     colour detail (its colour over its base's) is kept, 0 none (the plate's skin colour) to 1 all. ``mirror``
     (``mirror_maps``): when given, only the symmetric part of the zone's shading is kept; ``facing`` (``facing()``)
-    0 for a turned face to 1 for a frontal one."""
+    0 for a turned face to 1 for a frontal one. ``colour_keep`` (H, W) in [0, 1] (``eye_openings``): where the
+    swap's colour detail is kept in full whatever ``chroma_detail`` says."""
     if not 0.0 <= strength <= 1.0:
         raise ValueError(f"lighting strength {strength} is outside [0, 1]; use 1 for the plate's light, 0 for none")
     if not 0.0 <= chroma_detail <= 1.0:
@@ -268,6 +270,8 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
     # over the base, as in highlight_factor) is scene light a swap kept on purpose, and it keeps its colour. A
     # photo's nose sheen kept its colour over a red-nosed plate as a purple spot (paul_rudd onto shea_whigham).
     keep = chroma_detail + (1.0 - chroma_detail) * np.clip((detail.mean(-1) - 1.0) / 0.4, 0.0, 1.0)
+    if colour_keep is not None:
+        keep = np.maximum(keep, np.clip(colour_keep, 0.0, 1.0))
     out = np.exp(log_base_t + lum[..., None] + keep[..., None] * colour) * highlight_factor(x, base_s)[..., None]
     if strength < 1.0:  # interpolate in log space: half strength is half the exposure change
         total = np.clip(out / np.maximum(x, 1e-6), 1.0 / _GAIN_LIMIT**2, _GAIN_LIMIT**2)
@@ -303,6 +307,15 @@ def facing(lm68: np.ndarray) -> float:
     lm = np.asarray(lm68, np.float64)
     near, far = sorted((float(np.linalg.norm(lm[30] - lm[2])), float(np.linalg.norm(lm[30] - lm[14]))))
     return float(np.clip((near / max(far, 1e-6) - FACING_FROM) / (FACING_TO - FACING_FROM), 0.0, 1.0))
+
+
+def eye_openings(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
+    """(size, size) in [0, 1]: the eyes between the lids (sclera and iris), where ``relight`` keeps the swap's own
+    colour. At CHROMA_DETAIL the skin's colour filled across them turned a white eye the skin's hue: Rudd's eyes
+    onto Whigham came out amber, whites and irises alike."""
+    lm = np.asarray(lm68, np.float64)
+    mask = geometry68.feature_mask(lm, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE], 0.0)
+    return np.clip(blur.gaussian(mask, max(0.01 * face_scale, 0.7)), 0.0, 1.0).astype(np.float32)
 
 
 def shape_zone(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
