@@ -10,7 +10,6 @@ Runs in its own Python environment; never imports bpy.
 # 0.5.0: a frontal face's zone takes the mean of the plate's shading where both sides agree (lighting.facing).
 # 0.6.0: the mouth's openness is held along the track (track_models.MOUTH_HOLD).
 # 0.7.0: a source eye's surround (liner, lashes) is face in the source region (source_region._eye_surround).
-# 0.8.0: the eyes between the lids keep the swap's own colour (lighting.feature_colours).
-# 0.9.0: so do the lips.
-__version__ = "0.9.0"
+# 0.8.0: the eyes between the lids keep the swap's own colour (lighting.eye_openings).
+__version__ = "0.8.0"
 PROTOCOL_VERSION = 1

@@ -118,7 +118,7 @@ class ColourWindow:
                                       strength=s.lighting_strength, scale=s.lighting_scale,
                                       tone=lighting.SkinTone.pooled(tones) if tones else None, zone=zone,
                                       mirror=mirror, facing=0.0 if fc.lm68 is None else lighting.facing(fc.lm68),
-                                      colour_keep=None if fc.lm68 is None else lighting.feature_colours(
+                                      colour_keep=None if fc.lm68 is None else lighting.eye_openings(
                                           fc.lm68, size, fc.face_scale))
             if fc.shown is not None:
                 lin709 = unmix(lin709, before, fc.target709, fc.shown)

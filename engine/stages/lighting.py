@@ -209,7 +209,7 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
     ``scale``, so the swap keeps its own mid-frequency shading there. ``chroma_detail``: how much of the swap's
     colour detail (its colour over its base's) is kept, 0 none (the plate's skin colour) to 1 all. ``mirror``
     (``mirror_maps``): when given, only the symmetric part of the zone's shading is kept; ``facing`` (``facing()``)
-    0 for a turned face to 1 for a frontal one. ``colour_keep`` (H, W) in [0, 1] (``feature_colours``): where the
+    0 for a turned face to 1 for a frontal one. ``colour_keep`` (H, W) in [0, 1] (``eye_openings``): where the
     swap's colour detail is kept in full whatever ``chroma_detail`` says."""
     if not 0.0 <= strength <= 1.0:
         raise ValueError(f"lighting strength {strength} is outside [0, 1]; use 1 for the plate's light, 0 for none")
@@ -309,13 +309,12 @@ def facing(lm68: np.ndarray) -> float:
     return float(np.clip((near / max(far, 1e-6) - FACING_FROM) / (FACING_TO - FACING_FROM), 0.0, 1.0))
 
 
-def feature_colours(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
-    """(size, size) in [0, 1]: the eyes between the lids (sclera and iris) and the lips, where ``relight`` keeps the
-    swap's own colour. At CHROMA_DETAIL the skin's colour filled across them gave them the skin's hue: Rudd's eyes
-    onto Whigham came out amber, whites and irises alike, and every source's lips a dead grey-beige. (An open
-    mouth's lips are the plate's again after this step: the swapper's keep mask.)"""
+def eye_openings(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
+    """(size, size) in [0, 1]: the eyes between the lids (sclera and iris), where ``relight`` keeps the swap's own
+    colour. At CHROMA_DETAIL the skin's colour filled across them turned a white eye the skin's hue: Rudd's eyes
+    onto Whigham came out amber, whites and irises alike."""
     lm = np.asarray(lm68, np.float64)
-    mask = geometry68.feature_mask(lm, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE, geometry68.OUTER_MOUTH], 0.0)
+    mask = geometry68.feature_mask(lm, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE], 0.0)
     return np.clip(blur.gaussian(mask, max(0.01 * face_scale, 0.7)), 0.0, 1.0).astype(np.float32)
 
 
