@@ -189,13 +189,12 @@ def source_region_mask(crop_srgb: np.ndarray, landmarks: np.ndarray, feather: fl
     # Brow, lid and eye as one region per side: the brow points run along the brow's middle (their hull is a
     # sliver), and a dense brow or eye shadow on the lid was cut out as not-skin, leaving a hole whose 0.5 contour
     # ran round the kept eye (a dark ring on the plate).
-    for side in (geometry68.BROWS[:5] + geometry68.LEFT_EYE, geometry68.BROWS[5:] + geometry68.RIGHT_EYE):
-        hull = cv2.convexHull(np.round(pts[side]).astype(np.int32))
+    for brow, eye in ((geometry68.BROWS[:5], geometry68.LEFT_EYE), (geometry68.BROWS[5:], geometry68.RIGHT_EYE)):
+        hull = cv2.convexHull(np.round(pts[brow + eye]).astype(np.int32))
         brow_eye = np.zeros((size, size), np.uint8)
         cv2.fillConvexPoly(brow_eye, hull, 1)
         k = int(2 * round(0.02 * scale) + 1)
         features |= cv2.dilate(brow_eye, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))) > 0
-    for eye in (geometry68.LEFT_EYE, geometry68.RIGHT_EYE):
         features |= _eye_surround(pts[eye], size)
     face = (skin | features) & outline
 
@@ -221,14 +220,14 @@ def source_region_mask(crop_srgb: np.ndarray, landmarks: np.ndarray, feather: fl
     return np.clip(mask, 0.0, 1.0).astype(np.float32)
 
 
-# The eye's surround, as an ellipse along the corners (its semi-axes in corner distances): lashes, eyeliner and
+# The eye's surround, an ellipse along the corners with these semi-axes (in corner distances): lashes, eyeliner and
 # its wing, lid shadow. The brow-eye hull ends at the outer corner, and a made-up eye's dark wing beyond it was cut
 # out as not-skin (angelina_jolie.jpg: the outer third of her eye), so the plate's eye showed through the notch.
 EYE_SURROUND = (0.7, 0.4)
 
 
 def _eye_surround(eye: np.ndarray, size: int) -> np.ndarray:
-    """bool (size, size): an ellipse round one eye's six points, EYE_SURROUND corner distances across."""
+    """bool (size, size): an ellipse round one eye's six points, semi-axes EYE_SURROUND corner distances."""
     corners = eye[[0, 3]]
     width = float(np.linalg.norm(corners[1] - corners[0]))
     centre = eye.mean(0)

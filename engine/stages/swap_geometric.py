@@ -130,7 +130,7 @@ class GeometricSwapper:
             keep = _eyes_mouth_mask(target_lm68, size, scale, eyes=KEEP_EYES, opening=opening)
         return result, keep, np.clip(region, 0.0, 1.0).astype(np.float32)
 
-    def _blend_shape(self, target: np.ndarray, source: np.ndarray, opening: float | None = None) -> np.ndarray:
+    def _blend_shape(self, target: np.ndarray, source: np.ndarray, opening: float) -> np.ndarray:
         """Target landmarks moved towards the source's face shape (aligned to the target by a similarity): the
         proportions of brows, nose, lips and jaw carry identity; pose and expression stay the target's."""
         m = similarity(source, target)
@@ -146,8 +146,6 @@ class GeometricSwapper:
         # fringe, which the source region now leaves out.
         if self.keep_eyes_mouth:  # the kept mouth (and kept eyes) must line up with the target's pixels
             alpha[geometry68.INNER_MOUTH] = 0.0
-            if opening is None:
-                opening = mouth_openness(target)
             alpha[geometry68.OUTER_MOUTH] *= 1.0 - opening  # an open mouth's lips are the plate's
             if KEEP_EYES:
                 alpha[geometry68.LEFT_EYE + geometry68.RIGHT_EYE] = 0.0
