@@ -11,5 +11,8 @@ Runs in its own Python environment; never imports bpy.
 # 0.6.0: the mouth's openness is held along the track (track_models.MOUTH_HOLD).
 # 0.7.0: a source eye's surround (liner, lashes) is face in the source region (source_region._eye_surround).
 # 0.8.0: the eyes between the lids keep the swap's own colour (lighting.eye_openings).
-__version__ = "0.8.0"
+# 0.10.0 (0.9.0 was a reverted build): the face is blurred at most as far as the plate's eyes and brows are soft
+# and its skin's texture turned down for the rest (engine.stages.resolution); in the shape zone the plate's colour
+# is taken from its skin away from highlights (lighting.diffuse_base).
+__version__ = "0.10.0"
 PROTOCOL_VERSION = 1

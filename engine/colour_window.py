@@ -12,7 +12,7 @@ from engine import track_models
 from engine.face_steps import crop_geometry
 from engine.io import colour
 from engine.records import JobContext, PendingFrame, SwappedFace
-from engine.stages import blend, colour_match, detail_match, geometry68, lighting, masks
+from engine.stages import blend, colour_match, detail_match, geometry68, lighting, masks, resolution
 from engine.stages.align import transform_points, warp_crop
 from engine.stages.composite import FrameLayers, composite, empty_layers, paste_face, paste_matte
 from engine.stages.contracts import Face
@@ -127,7 +127,9 @@ class ColourWindow:
             lin709 = detail_match.match_detail(
                 lin709, fc.target709, fc.region, fc.face_scale,
                 plate_px=track_models.plate_px(fc.m), add_grain=s.grain_match, seed=frame,
-                pooled=detail_match.PlateDetail.pooled(details))
+                pooled=detail_match.PlateDetail.pooled(details), texture_skin=fc.skin,
+                features=None if fc.lm68 is None else resolution.eyes_and_brows(fc.lm68, lin709.shape[0],
+                                                                                  fc.face_scale))
         if region is not None:
             # Where the swap shows the plate (the source's hair or backdrop was there), the plate's own pixels:
             # the gain there was measured for the source's skin and turned the plate's forehead pale blue-grey.

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from engine.io import colour
+from engine.stages import blur, lighting, resolution
 from engine.stages import detail_match as dm
-from engine.stages import lighting
 from tests.test_lighting import face_crop, landmarks, load, swap
 
 
@@ -25,15 +25,47 @@ def _case(blur: float = 0.0, noise: float = 0.0):
 
 
 @pytest.mark.parametrize("blur", [1.5, 3.0])
-def test_a_blurred_plate_makes_the_face_blurred_to_within_a_ratio(blur):
+@pytest.mark.parametrize("read_features", [True, False])
+def test_a_blurred_plate_makes_the_face_blurred_to_within_a_ratio(blur, read_features):
     face, c = _case(blur=blur)
     e_plate = dm.hf_energy(c["lin"], c["skin"], c["plate_px"])
     # the sharp source (2.9x at blur 1.5 since the lighting step compresses the source's specular highlights)
     assert dm.hf_energy(face, c["skin"], c["plate_px"]) > 2.5 * e_plate
-    out = dm.match_detail(face, c["lin"], c["skin"], c["scale"], plate_px=c["plate_px"], add_grain=False)
+    features = resolution.eyes_and_brows(c["lm"], c["size"], c["scale"]) if read_features else None
+    out = dm.match_detail(face, c["lin"], c["skin"], c["scale"], plate_px=c["plate_px"], add_grain=False,
+                          features=features)
     core = dm._off_the_handoff(c["skin"], c["scale"])  # where it is matched (the blend's handoff does the rest)
     e_core = dm.hf_energy(c["lin"], core, c["plate_px"])
-    assert 0.8 < dm.hf_energy(out, core, c["plate_px"]) / e_core <= 1.0
+    assert 0.8 < dm.hf_energy(out, core, c["plate_px"]) / e_core <= 1.01
+    if read_features:  # the eyes and brows are drawn no softer than the plate's (sharper costs less identity)
+        def acuity(img: np.ndarray) -> float:
+            return resolution.acuity(img, features, c["plate_px"])
+
+        assert acuity(face) > 1.5 * acuity(c["lin"])
+        assert acuity(out) > 0.9 * acuity(c["lin"])
+
+
+def test_a_retouched_plate_keeps_the_faces_features_sharp_and_smooths_only_its_skin():
+    """A retouched plate (skin smoothed at 4 plate pixels, eyes and brows as sharp as ever) gets a face with smooth
+    skin and sharp eyes: blurred to the skin's texture, the whole face lost its eyes (t1.jpg's faces in the demo
+    were grey smears)."""
+    face, c = _case()
+    soft = (blur.gaussian(c["skin"], 0.02 * c["scale"]) * (c["skin"] > 0))[..., None]
+    retouched = c["lin"] * (1.0 - soft) + cv2.GaussianBlur(c["lin"], (0, 0), 4 * c["plate_px"]) * soft
+    eyes = resolution.eyes_and_brows(c["lm"], c["size"], c["scale"])
+    core = dm._off_the_handoff(c["skin"], c["scale"])
+    e_plate = dm.hf_energy(retouched, core, c["plate_px"])
+    assert e_plate < 0.1 * dm.hf_energy(c["lin"], core, c["plate_px"])  # the plate's skin is smooth
+    def acuity(img: np.ndarray) -> float:
+        return resolution.acuity(img, eyes, c["plate_px"])
+
+    assert acuity(retouched) == pytest.approx(acuity(c["lin"]), rel=0.05)  # its eyes are not
+    kw = {"plate_px": c["plate_px"], "add_grain": False}
+    out = dm.match_detail(face, retouched, c["skin"], c["scale"], features=eyes, **kw)
+    assert 0.8 < dm.hf_energy(out, core, c["plate_px"]) / e_plate < 1.25
+    assert acuity(out) > 0.9 * acuity(retouched)
+    # blurred to the skin's texture instead, the eyes go
+    assert acuity(dm.match_detail(face, retouched, c["skin"], c["scale"], **kw)) < 0.3 * acuity(retouched)
 
 
 def test_a_face_softer_than_the_plate_is_never_sharpened_and_gains_plate_texture_only_in_the_skin():

@@ -348,3 +348,29 @@ def test_the_swaps_eyes_keep_their_own_colour_on_a_warm_plate():
     assert abs(chroma(kept) - chroma(swapped)) < 0.5 * abs(chroma(skin_hued) - chroma(swapped))
     outside = c["skin"] > 0.5  # the skin itself is relit as before
     assert np.abs(kept[outside] - skin_hued[outside]).max() < 1e-6
+
+
+def test_a_plate_highlight_in_the_shape_zone_does_not_grey_the_face():
+    """A white specular patch on the plate's nose bridge (a retouched photo's): inside the shape zone the swap's
+    own shading replaces the plate's light, so the patch's pale colour must not stay under the swap's darker skin
+    (t1.jpg in the demo: grey noses). The relit colour there keeps the saturation it has without the patch."""
+    swapped, c = pair("paul_rudd", "astronaut")
+    zone = lighting.shape_zone(c["lm"], c["size"], c["scale"])
+    yy, xx = np.mgrid[0:c["size"], 0:c["size"]]
+    cx, cy = c["lm"][28]
+    spot = np.exp(-((xx - cx) ** 2 + (yy - cy) ** 2) / (0.06 * c["scale"]) ** 2).astype(np.float32) * c["skin"]
+    hot = c["lin"] + 0.35 * spot[..., None]
+    patch = spot > 0.5
+    assert patch.sum() > 40 and zone[patch].min() > 0.99
+
+    def saturation(img: np.ndarray) -> float:  # log red over blue of the patch's mean
+        v = img[patch].mean(0)
+        return float(np.log(v[0] / v[2]))
+
+    assert saturation(hot) < 0.7 * saturation(c["lin"])  # the highlight pales the plate there
+    plain = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], zone=zone)
+    lit = lighting.relight(swapped, hot, c["skin"], c["scale"], zone=zone)
+    assert saturation(lit) > 0.9 * saturation(plain)
+    diffuse = lighting.diffuse_base(hot, c["skin"], c["scale"])
+    assert float(np.log(diffuse[patch].mean(0)[0] / diffuse[patch].mean(0)[2])) > 0.9 * saturation(
+        lighting.base_layer(c["lin"], c["skin"], c["scale"]))

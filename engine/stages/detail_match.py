@@ -1,9 +1,8 @@
 """Detail that matches the plate: the face is softened to the plate face's sharpness and given its grain.
 
 Crops are float32 linear Rec.709 (H, W, 3); the skin matte (H, W) in [0, 1] says where both are measured.
-Sharpness is the high-frequency energy of L* inside the skin (L* so that a dark and a bright face compare
-like a viewer sees them); the band is tied to the plate's pixel size in the crop (``plate_px``), because a
-small face's crop is an upsampled plate and holds no finer detail than one plate pixel.
+Sharpness is measured as in ``engine.stages.resolution``: the high-frequency energy of L* inside the skin, and
+how sharply the eyes and brows are drawn.
 
 The swap is only ever blurred, never sharpened: a source photo or a super-resolved face sharper than its
 surroundings is brought down to them. A face softer than the plate (a source photo with less resolution than a
@@ -22,47 +21,14 @@ import cv2
 import numpy as np
 
 from engine.stages import blend, blur
+from engine.stages.resolution import TEXTURE_TOP, blur_to, hf_energy, log_lum, match_resolution, smooth_skin
 
-_MAX_BLUR = 0.08  # the largest blur tried, as a fraction of the face size (a plate this soft has no face)
-_STEPS = 12  # bisection steps on the blur sigma: about 2e-5 of a face size
-_LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
-_HF_SIGMA = 1.5  # plate pixels: the band of the quality report's sharpness figure (engine.quality.metrics)
-_TEXTURE_BANDS = (0.5, 1.0, 2.0, 4.0)  # plate pixels: octave edges of the texture bands (DoG between neighbours)
+_TEXTURE_BANDS = (0.5, 1.0, 2.0, TEXTURE_TOP)  # plate pixels: octave edges of the texture bands (DoG)
 _TEXTURE_SEED = 1009  # one pattern in crop coordinates: the texture moves with the face and does not boil
 _MAX_TEXTURE_GAIN = 6.0  # a plain-skin patch this much louder at most (Rudd onto Whigham: 3 gave 0.27 of the plate)
 _MIN_CORE_PX = 64  # skin pixels needed to measure on the core alone
 _TEXTURE_SHORT = 0.9  # a face this close to the plate's HF energy needs no texture (no noise for a rounding)
 _PATCH = 0.08  # texture patch side, a fraction of the face size: a few pores across, small beside a cheek
-
-
-def _lstar(y: np.ndarray) -> np.ndarray:
-    y = np.clip(y, 0.0, 1.0).astype(np.float32, copy=False)
-    out = 116.0 * np.cbrt(y) - 16.0
-    low = y <= 0.008856
-    if low.any():
-        out[low] = 903.3 * y[low]
-    return out.astype(np.float32, copy=False)
-
-
-def _luminance(lin: np.ndarray) -> np.ndarray:
-    return (lin @ _LUMA).astype(np.float32)
-
-
-def _hf(y: np.ndarray, w: np.ndarray, plate_px: float) -> float:
-    lum = _lstar(y)
-    hp = lum - cv2.GaussianBlur(lum, (0, 0), max(_HF_SIGMA * float(plate_px), 0.5))
-    return float((hp * hp * w).sum() / w.sum())
-
-
-def hf_energy(lin: np.ndarray, skin: np.ndarray, plate_px: float = 1.0) -> float:
-    """Mean squared high-pass of L* (the image minus its Gaussian at 1.5 plate pixels, ``plate_px`` crop pixels
-    each) weighted by ``skin``: the quality report's sharpness measure, in crop space."""
-    if lin.ndim != 3 or skin.shape != lin.shape[:2]:
-        raise ValueError(f"crop {lin.shape} and skin matte {skin.shape} must be (H, W, 3) and (H, W)")
-    w = np.clip(skin, 0.0, 1.0).astype(np.float32)
-    if w.sum() < 1:
-        raise ValueError("the skin matte is empty: there is nothing to measure sharpness on")
-    return _hf(_luminance(lin), w, plate_px)
 
 
 def grain_level(lin: np.ndarray, skin: np.ndarray) -> np.ndarray:
@@ -75,24 +41,6 @@ def grain_level(lin: np.ndarray, skin: np.ndarray) -> np.ndarray:
         return np.zeros(3, np.float32)
     r = res[sel]
     return (1.4826 * np.median(np.abs(r - np.median(r, 0)), 0)).astype(np.float32)
-
-
-def blur_to(face: np.ndarray, energy: float, skin: np.ndarray, face_scale: float, plate_px: float = 1.0
-            ) -> tuple[np.ndarray, float]:
-    """(face blurred so its skin's HF energy is at most ``energy``, the sigma used; 0 when already soft)."""
-    if hf_energy(face, skin, plate_px) <= energy:
-        return face.astype(np.float32), 0.0
-    # Bisect on luminance alone (a linear blur commutes with the luminance sum), then blur the colour once.
-    y = _luminance(face)
-    w = np.clip(skin, 0.0, 1.0).astype(np.float32)
-    lo, hi = 0.0, max(_MAX_BLUR * float(face_scale), 1.0)
-    for _ in range(_STEPS):  # HF energy falls monotonically with the blur: bisect for the smallest that fits
-        mid = 0.5 * (lo + hi)
-        if _hf(cv2.GaussianBlur(y, (0, 0), mid), w, plate_px) > energy:
-            lo = mid
-        else:
-            hi = mid
-    return cv2.GaussianBlur(face, (0, 0), hi).astype(np.float32), hi
 
 
 def grain(shape: tuple[int, int], level: np.ndarray, plate_px: float, seed: int) -> np.ndarray:
@@ -131,10 +79,6 @@ def plate_detail(plate: np.ndarray, skin: np.ndarray, plate_px: float = 1.0) -> 
     return PlateDetail(hf_energy(plate, skin, plate_px), grain_level(plate, skin))
 
 
-def _log_lum(lin: np.ndarray) -> np.ndarray:
-    return np.log(np.maximum(_luminance(lin), 1e-4)).astype(np.float32)
-
-
 def _bands(img: np.ndarray, plate_px: float) -> list[np.ndarray]:
     """Difference-of-Gaussian octaves of ``img`` between the _TEXTURE_BANDS edges (plate pixels); an edge finer
     than the crop's own pixel is the crop's pixel (the band is what the crop can hold of it)."""
@@ -152,7 +96,7 @@ def texture(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scale: f
     pores, not stubble, a mole or a wrongly placed wrinkle) and laid over the crop with overlapping windows. The
     patches' layout is random, so none of the target's features comes with them."""
     w = np.clip(skin, 0.0, 1.0).astype(np.float32)
-    lp, lf = _bands(_log_lum(plate), plate_px), _bands(_log_lum(face), plate_px)
+    lp, lf = _bands(log_lum(plate), plate_px), _bands(log_lum(face), plate_px)
     detail = np.zeros(plate.shape[:2] + (2,), np.float32)  # finest two bands, the coarser two
     for k, (bp, bf) in enumerate(zip(lp, lf, strict=True)):
         have, want = float((bf * bf * w).sum()), float((bp * bp * w).sum())
@@ -244,7 +188,8 @@ def _off_the_handoff(skin: np.ndarray, face_scale: float) -> np.ndarray:
 def match_detail(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scale: float, *,
                  plate_px: float = 1.0, add_grain: bool = True, seed: int = 0,
                  pooled: PlateDetail | None = None, matte: np.ndarray | None = None,
-                 synthesize: bool = True) -> np.ndarray:
+                 synthesize: bool = True, features: np.ndarray | None = None,
+                 texture_skin: np.ndarray | None = None) -> np.ndarray:
     """The face crop with the plate crop's sharpness (never sharper; when softer and ``synthesize``, skin
     texture in the band it lacks, see ``texture``) and, when ``add_grain``, its grain.
 
@@ -254,7 +199,10 @@ def match_detail(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_sca
     ``matte``: the face matte; when given, both are measured only where it is 1 (skin away from the outline).
     Near the outline the swap holds the warp's edge and the source's jaw line or hair, whose energy falls slowly
     with a blur and would set the budget: measured on a walkers face, matching the whole skin left the inner
-    skin at 0.50 of the plate's detail, the inner skin alone at 1.0."""
+    skin at 0.50 of the plate's detail, the inner skin alone at 1.0.
+    ``features`` (``eyes_and_brows``): when given, the face is blurred at most as far as the plate's features are
+    soft (``match_resolution``) and the skin's texture is turned down to the plate's for the rest (``smooth_skin``,
+    under ``texture_skin``, default ``skin``); else the whole face is blurred to the plate skin's detail."""
     if face.shape != plate.shape:
         raise ValueError(f"face {face.shape} and plate {plate.shape} crops differ: cut both with one crop matrix")
     if matte is not None:
@@ -267,7 +215,17 @@ def match_detail(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_sca
     core = _off_the_handoff(skin, face_scale)
     if core is not skin:
         energy *= hf_energy(plate, core, plate_px) / max(hf_energy(plate, skin, plate_px), 1e-9)
-    out, _ = blur_to(face, energy, core, face_scale, plate_px)
+    drawn, limit = (face, np.inf) if features is None else match_resolution(face, plate, features, face_scale,
+                                                                             plate_px)
+    under = skin if texture_skin is None else texture_skin
+
+    def soften(budget: float) -> np.ndarray:
+        """Blurred to the skin's detail, or only as far as the plate's features are soft and the skin's texture
+        turned down for the rest, whichever blurs less: a sharper face is the lesser fault (walkers 40-69, the
+        features always blurred to the plate's: closer to the source 0.78 -> 0.47)."""
+        out, sigma = blur_to(face, budget, core, face_scale, plate_px)
+        return out if sigma <= limit else smooth_skin(drawn, budget, core, under, face_scale, plate_px)[0]
+    out = soften(energy)
     noise = None
     if add_grain:
         for _ in range(2):  # the grain's energy is part of the plate's: leave room for it, then re-fit the blur
@@ -276,7 +234,7 @@ def match_detail(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_sca
                 break
             noisy = _decode(_encode(out) + grain(skin.shape, missing, plate_px, seed))
             room = max(energy - max(hf_energy(noisy, core, plate_px) - hf_energy(out, core, plate_px), 0.0), 0.0)
-            out, _ = blur_to(face, room, core, face_scale, plate_px)
+            out = soften(room)
         missing = np.sqrt(np.maximum(level**2 - grain_level(out, core) ** 2, 0.0))
         noise = grain(skin.shape, missing, plate_px, seed) if missing.any() else None
 

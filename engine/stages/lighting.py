@@ -197,6 +197,22 @@ def _gain_and_base(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndar
     return np.clip(base_t / base_s, 1.0 / _GAIN_LIMIT, _GAIN_LIMIT).astype(np.float32), base_s
 
 
+_HIGHLIGHT_LOG = 0.1  # plate skin this far (log) over its shape-scale base weighs e^-1 in ``diffuse_base``
+
+
+def diffuse_base(lin: np.ndarray, skin: np.ndarray, face_scale: float, scale: float = BASE_SCALE,
+                 broad: float = SHAPE_SCALE) -> np.ndarray:
+    """The skin's base (``base_layer``) without its highlights: skin brighter than its base at the ``broad``
+    scale is left out and filled from the skin around it, so a specular patch's white does not pale the colour.
+    Retouched t1.jpg, a nose highlight: R/B 2.6 in the base, 4.6 here, 6.5 on the cheek."""
+    x = np.maximum(lin, 0.0).astype(np.float32)
+    wide = base_layer(x, skin, face_scale, broad)
+    over = np.log(np.maximum(x @ _LUMA, 1e-6) / np.maximum(wide @ _LUMA, 1e-6))
+    w = np.clip(skin, 0.0, 1.0) * np.exp(-(np.maximum(over, 0.0) / _HIGHLIGHT_LOG) ** 2)
+    return base_layer(x, w, face_scale, scale) if float(w.sum()) >= MIN_SKIN_PX else base_layer(x, skin, face_scale,
+                                                                                                     scale)
+
+
 def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, face_scale: float, *,
             skin_swapped: np.ndarray | None = None, strength: float = 1.0, tone: SkinTone | None = None,
             target_base: np.ndarray | None = None, scale: float = BASE_SCALE, zone: np.ndarray | None = None,
@@ -266,6 +282,15 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
             lift = _zone_level(shade, w, skin_target if skin_swapped is None else skin_swapped)
             shade = shade - ZONE_LEVEL * max(lift - ZONE_LIFT_MAX, 0.0)
         lum = lum + w * shade
+        # The zone's light is the swap's, so its colour must not be a plate highlight's pale one (t1.jpg's white
+        # noses under the swap's darker nose read grey): at least as saturated as the skin's away from highlights
+        # (``diffuse_base``), along that hue; a blush, more saturated than its surroundings, stays.
+        if float(skin_target.sum()) >= MIN_SKIN_PX:
+            log_d = np.log(diffuse_base(target, skin_target, face_scale, scale, shape_scale))
+            c_base = log_base_t - log_base_t.mean(-1, keepdims=True)
+            c_diff = log_d - log_d.mean(-1, keepdims=True)
+            along = (c_base * c_diff).sum(-1) / np.maximum((c_diff * c_diff).sum(-1), 1e-9)
+            log_base_t = log_base_t + (w * np.clip(1.0 - along, 0.0, 1.0))[..., None] * c_diff
     # Colour detail is damped on skin (stubble, lids, creases, a photo's sheen); far beyond a sheen (log 1.0-1.4
     # over the base, as in highlight_factor) is scene light a swap kept on purpose, and it keeps its colour. A
     # photo's nose sheen kept its colour over a red-nosed plate as a purple spot (paul_rudd onto shea_whigham).

@@ -1,0 +1,155 @@
+"""How sharply a face is drawn, apart from how much texture its skin has: a retouched plate has smooth skin and sharp
+eyes, a defocused one both soft. Sharpness is the high-frequency energy of L* (L* so that a dark and a bright face
+compare like a viewer sees them) in a band tied to the plate's pixel size in the crop (``plate_px``, crop pixels per
+plate pixel): a small face's crop is an upsampled plate and holds no finer detail than one plate pixel.
+
+Crops are float32 linear Rec.709 (H, W, 3); masks (H, W) in [0, 1]. ``engine.stages.detail_match`` uses these.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from engine.stages import blur, geometry68
+
+_MAX_BLUR = 0.08  # the largest blur tried, as a fraction of the face size (a plate this soft has no face)
+_STEPS = 12  # bisection steps on the blur sigma: about 2e-5 of a face size
+_LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
+_HF_SIGMA = 1.5  # plate pixels: the band of the quality report's sharpness figure (engine.quality.metrics)
+TEXTURE_TOP = 4.0  # plate pixels: the coarsest skin texture band (detail_match's texture bands end there)
+
+
+def _lstar(y: np.ndarray) -> np.ndarray:
+    y = np.clip(y, 0.0, 1.0).astype(np.float32, copy=False)
+    out = 116.0 * np.cbrt(y) - 16.0
+    low = y <= 0.008856
+    if low.any():
+        out[low] = 903.3 * y[low]
+    return out.astype(np.float32, copy=False)
+
+
+def _luminance(lin: np.ndarray) -> np.ndarray:
+    return (lin @ _LUMA).astype(np.float32)
+
+
+def _hf(y: np.ndarray, w: np.ndarray, plate_px: float) -> float:
+    lum = _lstar(y)
+    hp = lum - cv2.GaussianBlur(lum, (0, 0), max(_HF_SIGMA * float(plate_px), 0.5))
+    return float((hp * hp * w).sum() / w.sum())
+
+
+def hf_energy(lin: np.ndarray, skin: np.ndarray, plate_px: float = 1.0) -> float:
+    """Mean squared high-pass of L* (the image minus its Gaussian at 1.5 plate pixels, ``plate_px`` crop pixels
+    each) weighted by ``skin``: the quality report's sharpness measure, in crop space."""
+    if lin.ndim != 3 or skin.shape != lin.shape[:2]:
+        raise ValueError(f"crop {lin.shape} and skin matte {skin.shape} must be (H, W, 3) and (H, W)")
+    w = np.clip(skin, 0.0, 1.0).astype(np.float32)
+    if w.sum() < 1:
+        raise ValueError("the skin matte is empty: there is nothing to measure sharpness on")
+    return _hf(_luminance(lin), w, plate_px)
+
+
+def log_lum(lin: np.ndarray) -> np.ndarray:
+    return np.log(np.maximum(_luminance(lin), 1e-4)).astype(np.float32)
+
+
+def blur_to(face: np.ndarray, energy: float, skin: np.ndarray, face_scale: float, plate_px: float = 1.0
+            ) -> tuple[np.ndarray, float]:
+    """(face blurred so its skin's HF energy is at most ``energy``, the sigma used; 0 when already soft)."""
+    if hf_energy(face, skin, plate_px) <= energy:
+        return face.astype(np.float32), 0.0
+    # Bisect on luminance alone (a linear blur commutes with the luminance sum), then blur the colour once.
+    y = _luminance(face)
+    w = np.clip(skin, 0.0, 1.0).astype(np.float32)
+    lo, hi = 0.0, max(_MAX_BLUR * float(face_scale), 1.0)
+    for _ in range(_STEPS):  # HF energy falls monotonically with the blur: bisect for the smallest that fits
+        mid = 0.5 * (lo + hi)
+        if _hf(cv2.GaussianBlur(y, (0, 0), mid), w, plate_px) > energy:
+            lo = mid
+        else:
+            hi = mid
+    return cv2.GaussianBlur(face, (0, 0), hi).astype(np.float32), hi
+
+
+# The resolution measure's bands, in plate pixels: fine (below _HF_SIGMA) over fine plus mid (up to _MID_SIGMA).
+_MID_SIGMA = 4.5
+_MIN_FEATURE_PX = 32  # feature pixels needed to read a resolution from them
+
+
+def acuity(lin: np.ndarray, where: np.ndarray, plate_px: float = 1.0) -> float:
+    """How sharp the edges over ``where`` are, whatever their contrast: the fine band's energy of L* (below 1.5
+    plate pixels) over the fine and mid bands' (below 4.5). A blur lowers it, a brighter or darker eye does not:
+    the plate's eyes and the swap's, different eyes, compare by how sharply they are drawn."""
+    lum = _lstar(_luminance(lin))
+    w = np.clip(where, 0.0, 1.0).astype(np.float32)
+    a = cv2.GaussianBlur(lum, (0, 0), max(_HF_SIGMA * float(plate_px), 0.5))
+    b = cv2.GaussianBlur(lum, (0, 0), max(_MID_SIGMA * float(plate_px), 1.0))
+    fine, all_ = float(((lum - a) ** 2 * w).sum()), float(((lum - b) ** 2 * w).sum())
+    return fine / all_ if all_ > 1e-9 else 0.0
+
+
+def match_resolution(face: np.ndarray, plate: np.ndarray, features: np.ndarray, face_scale: float,
+                     plate_px: float = 1.0) -> tuple[np.ndarray, float]:
+    """(``face`` blurred until its features are drawn no sharper than the plate's, the sigma used; 0 when they
+    already are). Measured on the features (``features``: eyes and brows, where both crops have edges): the
+    plate's skin says how much texture the skin has, not how sharp the picture is. A retouched plate (skin
+    smoothed, eyes sharp) blurred the whole face to its skin's texture: t1.jpg's faces at sigma 2-4 crop px,
+    their eyes grey smears."""
+    w = np.clip(features, 0.0, 1.0).astype(np.float32)
+    if w.sum() < _MIN_FEATURE_PX:
+        return face.astype(np.float32), 0.0
+    want = acuity(plate, w, plate_px)
+    if acuity(face, w, plate_px) <= want:
+        return face.astype(np.float32), 0.0
+    lo, hi = 0.0, max(_MAX_BLUR * float(face_scale), 1.0)
+    for _ in range(_STEPS):  # acuity falls with the blur: bisect for the smallest that fits
+        mid = 0.5 * (lo + hi)
+        if acuity(cv2.GaussianBlur(face, (0, 0), mid), w, plate_px) > want:
+            lo = mid
+        else:
+            hi = mid
+    return cv2.GaussianBlur(face, (0, 0), hi).astype(np.float32), hi
+
+
+def smooth_skin(face: np.ndarray, energy: float, where: np.ndarray, skin: np.ndarray, face_scale: float,
+                plate_px: float = 1.0) -> tuple[np.ndarray, float]:
+    """(``face`` with its skin's texture (log luminance below TEXTURE_TOP plate pixels) turned down under
+    ``skin`` until the HF energy over ``where`` is at most ``energy``, the share of texture kept). Only the skin:
+    its brows, lids and lips keep the sharpness ``match_resolution`` left them. Colour is kept (one gain on R, G,
+    B)."""
+    if hf_energy(face, where, plate_px) <= energy:
+        return face.astype(np.float32), 1.0
+    log = log_lum(face)
+    texture = (log - blur.gaussian(log, max(TEXTURE_TOP * plate_px, 1.0)))[..., None]
+    # the skin matte softened inwards: the band's blur spreads a brow's edge over the skin beside it
+    inner = np.clip(skin, 0.0, 1.0).astype(np.float32)
+    soft = (blur.gaussian(inner, max(1.0, 0.015 * face_scale)) * (inner > 0))[..., None]
+
+    def kept(a: float) -> np.ndarray:
+        return face * np.exp(-(1.0 - a) * soft * texture)
+
+    lo, hi = 0.0, 1.0
+    if hf_energy(kept(0.0), where, plate_px) > energy:
+        return kept(0.0).astype(np.float32), 0.0  # no texture left: the blur that remains is the features'
+    for _ in range(8):  # energy rises with the texture kept: bisect for the most that fits
+        mid = 0.5 * (lo + hi)
+        if hf_energy(kept(mid), where, plate_px) > energy:
+            hi = mid
+        else:
+            lo = mid
+    return kept(lo).astype(np.float32), lo
+
+
+def eyes_and_brows(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
+    """(size, size) 0/1: each eye with its brow (their hull, grown by 0.03 of the face), where ``match_detail``
+    reads how sharply the plate and the swap are drawn."""
+    lm = np.asarray(lm68, np.float64)
+    groups = [geometry68.LEFT_EYE + list(range(17, 22)), geometry68.RIGHT_EYE + list(range(22, 27))]
+    mask = np.zeros((size, size), np.uint8)
+    for g in groups:
+        cv2.fillConvexPoly(mask, cv2.convexHull(np.round(lm[g]).astype(np.int32)), 1)
+    k = int(2 * round(0.03 * face_scale) + 1)
+    return cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))).astype(np.float32)
+
+
