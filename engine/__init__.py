@@ -14,5 +14,7 @@ Runs in its own Python environment; never imports bpy.
 # 0.10.0 (0.9.0 was a reverted build): the face is blurred at most as far as the plate's eyes and brows are soft
 # and its skin's texture turned down for the rest (engine.stages.resolution); in the shape zone the plate's colour
 # is taken from its skin away from highlights (lighting.diffuse_base).
-__version__ = "0.10.0"
+# 0.11.0: a small patch of the face's own feature colours beside an eye is not an occluder
+# (occlusion_classic._own_features_out).
+__version__ = "0.11.0"
 PROTOCOL_VERSION = 1

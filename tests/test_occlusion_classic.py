@@ -13,6 +13,7 @@ from engine import shots
 from engine.io.colour import srgb_decode, srgb_encode
 from engine.quality.faces import FaceAnalyser, aligned_crop, read_rgb
 from engine.stages import geometry68
+from engine.stages.colour_match import lab_to_lin
 from engine.stages.occlusion_classic import TargetSkinModel, fit_skin_model, occlusion_matte
 from engine.stages.source_region import points78
 from tests import shared_data
@@ -174,3 +175,26 @@ def test_bad_input_says_what_to_pass(face):
         occlusion_matte(crop[:, :200], lm, model)
     with pytest.raises(ValueError, match="to_dict"):
         TargetSkinModel.from_dict({"ab_mean": [1, 2]})
+
+
+def test_the_faces_own_liner_beyond_the_landmarks_is_not_an_occluder_but_a_small_object_is(face):
+    """A turned face's far eye shows liner and lashes beyond its 68-point eye (t1.jpg in the demo: the plate's eye
+    stayed beside the swap's, a second eye). A small blob in the face's own eye colours beside the eye is a feature;
+    the same blob in a colour the face does not have (a sticker, a finger's tip) is still an occluder."""
+    crop, lm, model = face
+    size = crop.shape[0]
+    eye = lm[36:42]
+    width = float(np.linalg.norm(eye[3] - eye[0]))
+    centre = (int(eye[0, 0] - 0.55 * width), int(eye[:, 1].mean()))  # outside the eye grown by 0.03 of the face
+    blob = np.zeros((size, size), np.uint8)
+    cv2.ellipse(blob, centre, (int(0.28 * width), int(0.16 * width)), -15, 0, 360, 1, -1)
+    blob = blob > 0
+    liner = model.palette[np.argmin(model.palette[:, 0])]  # the darkest of the face's own feature colours
+    lined = crop.copy()
+    lined[blob] = np.clip(srgb_encode(lab_to_lin(liner.astype(np.float32))), 0, 1)
+    assert 40 < blob.sum() < (0.1 * geometry68.face_scale(points78(lm))) ** 2
+    assert (occlusion_matte(lined, lm, model)[blob] >= 0.99).mean() >= 0.9
+    stuck = crop.copy()
+    stuck[blob] = (0.1, 0.6, 0.2)
+    assert (occlusion_matte(stuck, lm, model)[cv2.erode(blob.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0]
+            == 0.0).mean() >= 0.99

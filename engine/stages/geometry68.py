@@ -62,6 +62,18 @@ def feature_mask(pts: np.ndarray, size: int, groups: list[list[int]], grow: floa
     return mask.astype(np.float32)
 
 
+def eye_brow_hulls(lm68: np.ndarray, size: int, grow: float) -> np.ndarray:
+    """(size, size) float32 0/1: each eye with its brow (the convex hull of their points), grown by ``grow`` px."""
+    lm = np.asarray(lm68, np.float64)
+    mask = np.zeros((size, size), np.uint8)
+    for g in (LEFT_EYE + BROWS[:5], RIGHT_EYE + BROWS[5:]):
+        cv2.fillConvexPoly(mask, cv2.convexHull(np.round(lm[g]).astype(np.int32)), 1)
+    if grow >= 1:
+        k = int(2 * round(grow) + 1)
+        mask = cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    return mask.astype(np.float32)
+
+
 def hull_mask(pts78: np.ndarray, size: int) -> np.ndarray:
     mask = np.zeros((size, size), np.uint8)
     cv2.fillConvexPoly(mask, np.round(outline(pts78)).astype(np.int32), 1)

@@ -161,6 +161,32 @@ def _fill_enclosed(mask: np.ndarray, max_area: float) -> np.ndarray:
     return mask | fill[labels[1:-1, 1:-1]]
 
 
+# A seed smaller than this share of the face (side of a square of its area) whose colour is the face's own feature
+# colours is a feature the landmarks missed, not an occluder: a turned face's far eye (its liner and lashes beyond
+# the 68 points' eye) and the shadow beside its nose kept the plate there, a second eye beside the swap's (t1.jpg).
+FEATURE_LIKE = 0.1
+EYE_REACH = 0.12
+
+
+def _own_features_out(seeds: np.ndarray, lab: np.ndarray, model: TargetSkinModel, landmarks: np.ndarray,
+                      scale: float) -> np.ndarray:
+    """``seeds`` less its small components centred beside an eye or a brow (within EYE_REACH of the face of their
+    points) whose median colour is within the palette radius of the face's own feature colours
+    (``TargetSkinModel.palette``). Only there: a microphone's head above the lips is grey like a brow."""
+    if not len(model.palette) or not seeds.any():
+        return seeds
+    n, labels, stats, centres = cv2.connectedComponentsWithStats(seeds.astype(np.uint8), connectivity=8)
+    keep = np.ones(n, bool)
+    keep[0] = False
+    eyes = geometry68.eye_brow_hulls(landmarks, seeds.shape[0], EYE_REACH * scale) > 0.5
+    for i in np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] < (FEATURE_LIKE * scale) ** 2) + 1:
+        x, y = np.clip(np.round(centres[i]).astype(int), 0, seeds.shape[0] - 1)
+        if eyes[y, x]:
+            colour = np.median(lab[labels == i], axis=0)
+            keep[i] = _nearest(colour[None], model.palette)[0] > model.palette_radius
+    return keep[labels]
+
+
 def _pale_hair(lab: np.ndarray, skin: SkinGaussian, outline: np.ndarray, features: np.ndarray, scale: float
                ) -> np.ndarray:
     """White, grey or platinum hair over the face: brighter than the skin and nearly neutral, which the skin model
@@ -187,7 +213,8 @@ def occluders(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetSkinMod
     k = max(3, int(round(0.012 * scale)) | 1)
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
     seeds = cv2.morphologyEx((far & ~features).astype(np.uint8), cv2.MORPH_OPEN, kernel) > 0
-    seeds = _remove_small(seeds, (0.03 * scale) ** 2) | _pale_hair(lab, skin, outline, features, scale)
+    seeds = _own_features_out(_remove_small(seeds, (0.03 * scale) ** 2), lab, model, landmarks, scale)
+    seeds = seeds | _pale_hair(lab, skin, outline, features, scale)
     if not seeds.any():
         return seeds
     # Over eyes, brows and lips: the occluder found on the skin lends its own colours; a feature pixel nearer to

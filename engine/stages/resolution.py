@@ -142,14 +142,6 @@ def smooth_skin(face: np.ndarray, energy: float, where: np.ndarray, skin: np.nda
 
 
 def eyes_and_brows(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
-    """(size, size) 0/1: each eye with its brow (their hull, grown by 0.03 of the face), where ``match_detail``
-    reads how sharply the plate and the swap are drawn."""
-    lm = np.asarray(lm68, np.float64)
-    groups = [geometry68.LEFT_EYE + list(range(17, 22)), geometry68.RIGHT_EYE + list(range(22, 27))]
-    mask = np.zeros((size, size), np.uint8)
-    for g in groups:
-        cv2.fillConvexPoly(mask, cv2.convexHull(np.round(lm[g]).astype(np.int32)), 1)
-    k = int(2 * round(0.03 * face_scale) + 1)
-    return cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))).astype(np.float32)
-
-
+    """(size, size) 0/1: each eye with its brow, grown by 0.03 of the face, where ``match_detail`` reads how sharply
+    the plate and the swap are drawn."""
+    return geometry68.eye_brow_hulls(lm68, size, 0.03 * face_scale)
