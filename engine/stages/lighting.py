@@ -209,8 +209,7 @@ def diffuse_base(lin: np.ndarray, skin: np.ndarray, face_scale: float, scale: fl
     wide = base_layer(x, skin, face_scale, broad)
     over = np.log(np.maximum(x @ _LUMA, 1e-6) / np.maximum(wide @ _LUMA, 1e-6))
     w = np.clip(skin, 0.0, 1.0) * np.exp(-(np.maximum(over, 0.0) / _HIGHLIGHT_LOG) ** 2)
-    return base_layer(x, w, face_scale, scale) if float(w.sum()) >= MIN_SKIN_PX else base_layer(x, skin, face_scale,
-                                                                                                     scale)
+    return base_layer(x, w if float(w.sum()) >= MIN_SKIN_PX else skin, face_scale, scale)
 
 
 def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, face_scale: float, *,
