@@ -16,5 +16,7 @@ Runs in its own Python environment; never imports bpy.
 # is taken from its skin away from highlights (lighting.diffuse_base).
 # 0.11.0: a small patch of the face's own feature colours beside an eye is not an occluder
 # (occlusion_classic._own_features_out).
-__version__ = "0.11.0"
+# 0.12.0: on a still, a small face the mesh does not flag needs a stronger detection
+# (face_follow.FollowOptions.lone_detection_score).
+__version__ = "0.12.0"
 PROTOCOL_VERSION = 1

@@ -59,5 +59,6 @@ def follow_options(s: Any, frames: int, fail_frames: frozenset[int] = frozenset(
     A plate shorter than the follower's consistency count (a still, a two-frame plate) needs fewer face frames."""
     return FollowOptions(key_interval=s.key_interval, mesh_score=s.mesh_score,
                          detection_score=min(s.detector_score, FollowOptions.detection_score),
+                         lone_detection_score=min(s.detector_score + 0.1, FollowOptions.lone_detection_score),
                          min_face_frames=max(1, min(FollowOptions.min_face_frames, frames)),
                          fail_frames=frozenset(fail_frames))

@@ -59,6 +59,10 @@ class FollowOptions:
     # still an order of magnitude above lettering, coats of arms and backs of heads (walkers clip: 0.005 against
     # 0.0002-0.0009)
     small_mesh_score: float = 0.002
+    # ... and on a plate too short for a run of detections (a still, a two-frame plate) its one or two detections
+    # must score this: the walkers clip's lone detections that never came back (lettering, a sleeve, a bag) scored
+    # 0.53-0.57, shea_whigham.jpg's red "e" 0.54 (mesh 0.03), and a face was pasted onto the letter
+    lone_detection_score: float = 0.6
     max_speed: float = 0.4  # face sizes per frame a lost face may have moved when it is found again
     search_scale: float = 3.0  # side of the re-anchoring crop, in face sizes
     bridge: BridgeSettings = field(default_factory=BridgeSettings)
@@ -331,8 +335,9 @@ class _ShotFollower:
         if t.face_frames >= opt.min_face_frames:
             return True
         size = float(np.median([box_size(s.box) for s in t.measured.values()]))
+        lone = len(t.det_scores) < FollowOptions.min_face_frames
         return (size < opt.small_face and len(t.det_scores) >= opt.min_face_frames
-                and float(np.median(t.det_scores)) >= opt.detection_score
+                and float(np.median(t.det_scores)) >= (opt.lone_detection_score if lone else opt.detection_score)
                 and float(np.median(t.mesh_scores)) >= opt.small_mesh_score)
 
     def finish(self) -> list[FaceTrack]:
