@@ -18,5 +18,7 @@ Runs in its own Python environment; never imports bpy.
 # (occlusion_classic._own_features_out).
 # 0.12.0: on a still, a small face the mesh does not flag needs a stronger detection
 # (face_follow.FollowOptions.lone_detection_score).
-__version__ = "0.12.0"
+# 0.13.0: the target crop whose pixels go back into the frame, and the source's crop and warp, are cut bicubic held
+# to the local range (align.held_cubic); the models' crops and the paste back stay bilinear.
+__version__ = "0.13.0"
 PROTOCOL_VERSION = 1

@@ -48,9 +48,12 @@ def align(ctx: JobContext, selected: dict[int, list[Face]], frames: list[int]
             if face.landmarks68 is None:
                 continue
             size, m = crop_geometry(ctx, face)
-            # Resample in linear light, then encode only the crop for the model (not the whole frame).
-            target_lin = warp_crop(plate_rgb, m, size)
-            crops.append(Crop(face, size, m, target_lin, colour.linear_to_model(target_lin, gamut),
+            # Resample in linear light, then encode only the crop for the model (not the whole frame). The pixels
+            # that go back into the frame are cut bicubic (align.sharp_warp); what the models and the skin and
+            # occlusion models read keeps the bilinear cut they were measured on (a microphone's dark grille,
+            # kept sharp, was a third less occluder: tests/test_composite_chain.py).
+            target_lin = warp_crop(plate_rgb, m, size, sharp=True)
+            crops.append(Crop(face, size, m, target_lin, colour.linear_to_model(warp_crop(plate_rgb, m, size), gamut),
                               transform_points(m, face.landmarks68),
                               ctx.texture.steps_for(face.size) if ctx.texture else 0, f))
             owner.append(len(pendings))

@@ -143,7 +143,8 @@ class SourceTexture:
         if key not in self._crops:
             img, lm, kp, mesh = self._image(steps)
             m = crop_matrix(kp, FFHQ_TEMPLATE, size)
-            self._crops[key] = (warp_crop(img, m, size), geometry68.with_forehead(transform_points(m, lm)))
+            crop = warp_crop(img, m, size, sharp=True)  # bicubic: the source's detail is what the face keeps
+            self._crops[key] = (crop, geometry68.with_forehead(transform_points(m, lm)))
             self._meshes[key] = None if mesh is None else mesh_warp.to_crop(mesh, m)
         return self._crops[key]
 

@@ -72,13 +72,13 @@ def measure(target709: np.ndarray, lm68: np.ndarray, size: int, m: np.ndarray, e
 
 def resample_loss(plate_lin: np.ndarray, m: np.ndarray, size: int, region: np.ndarray) -> float:
     """Share of the plate's fine detail (the quality report's band, in plate pixels) that survives a cut into the
-    crop and a paste back (both bilinear), measured over ``region`` (crop space) on this frame; in [0.25, 1]. A
-    ratio, so the plate's gamut does not matter."""
+    crop and a paste back (the engine's own: a bicubic cut, engine.stages.align.sharp_warp, and a bilinear paste),
+    measured over ``region`` (crop space) on this frame; in [0.25, 1]. A ratio, so the plate's gamut does not matter."""
     box = paste_region(m, size, plate_lin.shape[:2])
     if box is None:
         return 1.0
     x0, y0, x1, y1 = box
-    back = warp_back(warp_crop(plate_lin, m, size), m, box)
+    back = warp_back(warp_crop(plate_lin, m, size, sharp=True), m, box)
     w = warp_back(region.astype(np.float32), m, box) > 0.5
     if w.sum() < _MIN_INNER_PX:
         return 1.0

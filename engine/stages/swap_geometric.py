@@ -18,7 +18,7 @@ import numpy as np
 
 from engine.stages import geometry68, mesh_warp
 from engine.stages import mesh_regions as mr
-from engine.stages.align import FFHQ_TEMPLATE, similarity, transform_points
+from engine.stages.align import FFHQ_TEMPLATE, held_cubic, similarity, transform_points
 from engine.stages.contracts import SourceIdentity, SwapInput, SwapOutput
 from engine.stages.mesh_warp import eye_with_opening
 from engine.stages.source_region import source_region_mask
@@ -114,7 +114,9 @@ class GeometricSwapper:
                 tris = self._tris[id(src_img)] = geometry68.triangulate(src_pts)
             map_x, map_y, inside = piecewise_affine_maps(src_pts, dst_pts, tris, size)
             scale = geometry68.face_scale(dst_pts)
-        warped = cv2.remap(src_img, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        # bicubic: the source's own detail is what the face keeps (a bilinear remap blurs it at every sub-pixel)
+        warped = held_cubic(src_img, lambda x, interpolation: cv2.remap(x, map_x, map_y, interpolation,
+                                                                        borderMode=cv2.BORDER_REPLICATE))
         result = np.where(inside[..., None], warped, target).astype(np.float32)
         # The source photo's own face (not its fringe, backdrop or glasses), warped with the same maps.
         region = self._region.get(id(src_img))
