@@ -20,5 +20,7 @@ Runs in its own Python environment; never imports bpy.
 # (face_follow.FollowOptions.lone_detection_score).
 # 0.13.0: the target crop whose pixels go back into the frame, and the source's crop and warp, are cut bicubic held
 # to the local range (align.held_cubic); the models' crops and the paste back stay bilinear.
-__version__ = "0.13.0"
+# 0.14.0: where MediaPipe's eye-contour model reads an eye more closed than the mesh, its lids replace the mesh's
+# (landmarks_iris: blinks and lowered lids follow the target).
+__version__ = "0.14.0"
 PROTOCOL_VERSION = 1

@@ -27,9 +27,10 @@ def test_each_model_that_touched_the_frame_is_named_with_the_hash_of_its_file(ph
                   output_dir=tmp_path / "face", settings={"face_selector": "reference", "super_resolution": False})
     Engine().run(job)
     models = _models(tmp_path / "face")
-    # the default analysis front end (BlazeFace + 468 mesh) and the recognizer of every track's identity
-    assert set(models) == {"blazeface", "mesh_468", "dlib_face_recognition_resnet_v1", "geometric"}
-    for mid in ("mesh_468", "blazeface", "dlib_face_recognition_resnet_v1"):
+    # the default analysis front end (BlazeFace + 468 mesh with its eye contours) and the recognizer of every
+    # track's identity
+    assert set(models) == {"blazeface", "mesh_468", "iris_landmark", "dlib_face_recognition_resnet_v1", "geometric"}
+    for mid in ("mesh_468", "iris_landmark", "blazeface", "dlib_face_recognition_resnet_v1"):
         digest = hashlib.sha256(resolve(mid).read_bytes()).hexdigest()
         assert models[mid] == f"sha256:{digest}"
     assert models["geometric"].startswith("engine ")

@@ -15,7 +15,7 @@ from engine.runtime.litert import LiteRtModel
 from tests import mediapipe_support as ms
 from tests.conftest import run_cli
 
-IDS = ("blazeface", "blazeface_short_range", "mesh_468")
+IDS = ("blazeface", "blazeface_short_range", "mesh_468", "iris_landmark")
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def _wheel(folder: Path, members: dict[str, bytes]) -> Path:
     return path
 
 
-def test_catalogue_lists_the_three_face_models_as_wheel_members_with_pinned_hashes():
+def test_catalogue_lists_the_face_models_as_wheel_members_with_pinned_hashes():
     entries = {e.id: e for e in wheel_members.wheel_entries()}
     assert set(IDS) <= set(entries)
     for i in IDS:
@@ -44,6 +44,7 @@ def test_catalogue_lists_the_three_face_models_as_wheel_members_with_pinned_hash
         assert src.kind == "wheel" and src.wheel == "mediapipe==0.10.21" and src.member.endswith(e.file)
         assert e.licence.name == "Apache-2.0" and e.licence.commercial and e.size_exact and len(e.sha256[0]) == 64
     assert entries["blazeface"].stage == "detect" and entries["mesh_468"].stage == "landmarks"
+    assert entries["mesh_468"].requires == ("iris_landmark",)  # its eyelids come from the eye-contour model
 
 
 def test_installed_files_resolve_and_load_in_litert(installed):

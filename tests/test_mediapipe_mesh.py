@@ -28,7 +28,8 @@ def short(ref):
 
 @pytest.fixture(scope="module")
 def mesh(ref):
-    return lm.Mesh468Landmarker(ms.entry("mesh_468"))
+    # the fixtures are MediaPipe's FaceMesh without refine_landmarks: the mesh's own eyes
+    return lm.Mesh468Landmarker(ms.entry("mesh_468"), eyes=False)
 
 
 def _nearest(results: list[lm.MeshResult], theirs: np.ndarray) -> np.ndarray:

@@ -19,9 +19,13 @@ from typing import Any
 import cv2
 import numpy as np
 
+from engine.models import catalogue
 from engine.models.catalogue import ModelEntry
 from engine.runtime.litert import LiteRtBackend
 from engine.stages.contracts import Face, kps5_from_68
+from engine.stages.landmarks_iris import EyeContours
+
+EYES = "iris_landmark"  # the eye-contour model that places the mesh's eyelids (landmarks_iris.py)
 
 # Mesh vertex for each iBUG 300-W point (index = iBUG index), image-left side first as iBUG numbers them.
 # Source: eyes, brows, lips and the oval are vertices of MediaPipe's own contour lists (FACEMESH_RIGHT_EYE,
@@ -95,6 +99,10 @@ class Mesh468Landmarker(LiteRtBackend):
         self.points_name = next(n for n, s in outs.items() if s[-1] == 468 * 3)
         self.score_name = next(n for n in outs if n != self.points_name)
         self.roi_scale = float(self.options.get("roi_scale", 1.5))
+        # The eyelids from the eye-contour model when the catalogue entry requires it (``eyes=False``: the mesh as
+        # MediaPipe's FaceMesh without refine_landmarks gives it, which tests compare against)
+        self.eyes = (EyeContours(catalogue.get(EYES), runtime)
+                     if EYES in entry.requires and self.options.get("eyes", True) else None)
 
     def fit(self, frame_u8: np.ndarray, roi: tuple[float, float, float, float]) -> MeshResult:
         """The mesh inside one region of interest (frame pixels)."""
@@ -109,7 +117,10 @@ class Mesh468Landmarker(LiteRtBackend):
         outs = self.model.run({self.input_name: (crop.astype(np.float32) * (1.0 / 255.0))[None]})
         pts = np.asarray(outs[self.points_name], np.float64).reshape(468, 3)
         logit = float(np.clip(np.asarray(outs[self.score_name]).reshape(-1)[0], -100.0, 100.0))
-        return MeshResult(back_to_frame(m, pts), 1.0 / (1.0 + math.exp(-logit)), roi)
+        points = back_to_frame(m, pts)
+        if self.eyes is not None:
+            points = self.eyes.refine(frame_u8, points)
+        return MeshResult(points, 1.0 / (1.0 + math.exp(-logit)), roi)
 
     def fit_face(self, frame_u8: np.ndarray, face: Face) -> MeshResult:
         """The mesh from a detection: its box, levelled by its two eyes (kps5's first two points)."""

@@ -81,6 +81,7 @@ def test_modal_set_up_fetches_and_verifies_the_face_models_with_progress(addon, 
     assert runtime.message == "Face Fusion engine environment ready"
     tflite = sorted(f.name for f in models.iterdir() if f.suffix == ".tflite")
     assert "face_landmark.tflite" in tflite and any(n.startswith("face_detection") for n in tflite)
+    assert "iris_landmark.tflite" in tflite  # the mesh's eyelids
 
 
 def test_a_failing_step_names_what_it_was_doing(addon, tmp_path):
