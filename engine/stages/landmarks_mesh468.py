@@ -23,7 +23,6 @@ from engine.models import catalogue
 from engine.models.catalogue import ModelEntry
 from engine.runtime.litert import LiteRtBackend
 from engine.stages.contracts import Face, kps5_from_68
-from engine.stages.landmarks_iris import EyeContours
 
 EYES = "iris_landmark"  # the eye-contour model that places the mesh's eyelids (landmarks_iris.py)
 
@@ -101,8 +100,10 @@ class Mesh468Landmarker(LiteRtBackend):
         self.roi_scale = float(self.options.get("roi_scale", 1.5))
         # The eyelids from the eye-contour model when the catalogue entry requires it (``eyes=False``: the mesh as
         # MediaPipe's FaceMesh without refine_landmarks gives it, which tests compare against)
-        self.eyes = (EyeContours(catalogue.get(EYES), runtime)
-                     if EYES in entry.requires and self.options.get("eyes", True) else None)
+        self.eyes = None
+        if EYES in entry.requires and self.options.get("eyes", True):
+            from engine.stages.landmarks_iris import EyeContours  # it builds on this module's crop and map
+            self.eyes = EyeContours(catalogue.get(EYES), runtime)
 
     def fit(self, frame_u8: np.ndarray, roi: tuple[float, float, float, float]) -> MeshResult:
         """The mesh inside one region of interest (frame pixels)."""
