@@ -86,6 +86,7 @@ def main() -> None:
     wheel_members.ensure()
     bf = BlazeFaceDetector(catalogue.get("blazeface"), score=a.detector_score, tile=a.tile)
     mesh = Mesh468Landmarker(catalogue.get("mesh_468"))
+    mesh_alone = Mesh468Landmarker(catalogue.get("mesh_468"), eyes=False)  # what the eye-contour model costs
     # dlib_hog is built into dlib (a registry built-in, no catalogue file): its id is all the entry it needs
     hog = DlibDetector(SimpleNamespace(id="dlib_hog"))
     sp = DlibLandmarker(catalogue.get("dlib_shape_predictor_68"))
@@ -95,8 +96,10 @@ def main() -> None:
           "| false pos./frame |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for w, h in SIZES[1:] if a.only_1080p else SIZES:
-        rows = [("BlazeFace + mesh follower", run_follower, (bf, mesh)), ("dlib HOG + 68", run_dlib, (hog, sp))]
-        for name, fn, model in rows[:1] if a.follower_only else rows:
+        rows = [("BlazeFace + mesh follower", run_follower, (bf, mesh)),
+                ("the same without the eye-contour model", run_follower, (bf, mesh_alone)),
+                ("dlib HOG + 68", run_dlib, (hog, sp))]
+        for name, fn, model in rows[:2] if a.follower_only else rows:
             fps, cpu_fps, boxes_at = fn(a.clip, (w, h), a.frames, *model)
             hits, total, fp = score(boxes_at, 1920 / w, a.frames)
             frames = len([f for f in wa.FACES if f < a.frames])
