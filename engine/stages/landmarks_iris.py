@@ -24,8 +24,6 @@ import cv2
 import numpy as np
 
 from engine.runtime.litert import LiteRtBackend
-from engine.stages.landmarks_mesh468 import LANDMARKS_68, back_to_frame, crop_matrix
-from engine.stages.mesh_warp import eye_with_opening
 
 # The mesh's eye-outline vertices in the model's contour order: outer corner, lower lid, inner corner, upper lid.
 # Image-left eye (its outer corner is vertex 33), then the image-right eye (outer corner 263, crop mirrored).
@@ -33,8 +31,7 @@ LIDS = (
     (33, 7, 163, 144, 145, 153, 154, 155, 133, 246, 161, 160, 159, 158, 157, 173),
     (263, 249, 390, 373, 374, 380, 381, 382, 362, 466, 388, 387, 386, 385, 384, 398),
 )
-# Each eye's corners as the crop sees them, left to right (iBUG 36, 39 and 42, 45).
-CORNERS = (tuple(LANDMARKS_68[[36, 39]].tolist()), tuple(LANDMARKS_68[[42, 45]].tolist()))
+CORNERS = ((33, 133), (362, 263))  # each eye's corners, image-left first (the crop's left-to-right)
 OUTLINE = 16
 # A refined outline whose corners land further than this share of the eye's width from the mesh's corners is
 # not this eye (a hidden far eye, a crop on the hair): the mesh's eye is kept.
@@ -43,8 +40,8 @@ MIN_EYE_PX = 3.0  # an eye narrower than this in the frame is left as the mesh h
 # The model's lids are taken in full where they read the eye at most CLOSED_FROM[0] as open as the mesh's, not at all
 # from CLOSED_FROM[1] up (t1.jpg's woman looking down: 0.36-0.49; the frontal photos' open eyes 0.9-1.2).
 CLOSED_FROM = (0.6, 0.8)
-# The lid vertices of the 68-point set (iBUG 37, 38, 40, 41 and 43, 44, 46, 47: upper, upper, lower, lower).
-CENTRE_LIDS = (tuple(LANDMARKS_68[[37, 38, 40, 41]].tolist()), tuple(LANDMARKS_68[[43, 44, 46, 47]].tolist()))
+# The lid vertices of the 68-point set (landmarks_mesh468.LANDMARKS_68: 37, 38, 40, 41 and 43, 44, 46, 47).
+CENTRE_LIDS = ((160, 158, 153, 144), (385, 387, 373, 380))
 
 
 class EyeContours(LiteRtBackend):
@@ -60,9 +57,12 @@ class EyeContours(LiteRtBackend):
         width = float(np.hypot(*(b - a)))
         if width < MIN_EYE_PX:
             return None
-        centre = (a + b) / 2.0
         angle = math.atan2(float(b[1] - a[1]), float(b[0] - a[0]))
-        m = crop_matrix((float(centre[0]), float(centre[1]), width * self.roi_scale, angle), self.size)
+        k = self.size / (width * self.roi_scale)
+        c, s = math.cos(angle), math.sin(angle)
+        rot = np.array([[c, s], [-s, c]]) * k
+        centre = (a + b) / 2.0
+        m = np.hstack([rot, (self.size / 2.0 - rot @ centre)[:, None]])
         if mirror:  # x -> size - x: the image-right eye seen as an image-left one
             m = np.array([[-1.0, 0.0, float(self.size)], [0.0, 1.0, 0.0]]) @ np.vstack([m, [0.0, 0.0, 1.0]])
         return m
@@ -75,8 +75,9 @@ class EyeContours(LiteRtBackend):
         crop = cv2.warpAffine(frame_u8, m, (self.size, self.size), flags=cv2.INTER_LINEAR,
                               borderMode=cv2.BORDER_REPLICATE)
         out = self.model.run({self.input_name: (crop.astype(np.float32) * (1.0 / 255.0))[None]})
-        pts = np.asarray(out[self.contour_name], np.float64).reshape(71, 3)[:OUTLINE]
-        return back_to_frame(m, pts)[:, :2]
+        pts = np.asarray(out[self.contour_name], np.float64).reshape(71, 3)[:OUTLINE, :2]
+        inv = np.linalg.inv(np.vstack([m, [0.0, 0.0, 1.0]]))[:2]
+        return pts @ inv[:, :2].T + inv[:, 2]
 
     def refine(self, frame_u8: np.ndarray, points: np.ndarray) -> np.ndarray:
         """A copy of the (468, 3) mesh with each eye's outline from the eye-contour model (x, y only)."""
@@ -86,38 +87,52 @@ class EyeContours(LiteRtBackend):
             got = self.outline(frame_u8, a, b, mirror=eye == 1)
             if got is None or not np.isfinite(got).all():
                 continue
-            mesh_eye = out[list(lids), :2]
-            shift = max(np.hypot(*(got[0] - mesh_eye[0])), np.hypot(*(got[8] - mesh_eye[8])))
-            if shift > MAX_CORNER_SHIFT * float(np.hypot(*(b - a))):
+            width = float(np.hypot(*(b - a)))
+            outer, inner = (lids[0], lids[8])
+            shift = max(np.hypot(*(got[0] - out[outer, :2])), np.hypot(*(got[8] - out[inner, :2])))
+            if shift > MAX_CORNER_SHIFT * width:
                 continue
             # the outline moved (similarity) so its corners are the mesh's, then its lids shifted so the four lid
             # points of the 68-point set keep the mesh's centre: the eye centres of the five alignment points, and
             # with them every crop of the face, stay where the mesh puts them; only the lids' opening and shape
             # change. (Taken whole, the model's outline moved each crop with the lids: walkers edge ratio 1.049 ->
             # 1.051-1.054.)
-            got = eye_with_opening(got, mesh_eye, (0, 8))
+            got = _onto(got, got[0], got[8], out[outer, :2], out[inner, :2])
             at = [lids.index(v) for v in CENTRE_LIDS[eye]]
-            lid_shift = mesh_eye[at].mean(0) - got[at].mean(0)
-            got[1:8] += lid_shift
-            got[9:16] += lid_shift
+            shift_lids = out[list(CENTRE_LIDS[eye]), :2].mean(0) - got[at].mean(0)
+            got[1:8] += shift_lids
+            got[9:16] += shift_lids
             # Taken on every eye, the model's lids raised the walkers clip's edge ratio 1.049 -> 1.053 (the open eyes'
             # lids differ from the mesh's by their shape, not their opening). The mesh is kept where the two read
             # the eye about as open, and the model's lids come in as it reads the eye more closed than the mesh
             # (a blink, lids lowered to look down): smoothly, so a lid closing over frames does not jump.
-            q = _opening(got, lids, eye) / max(_opening(mesh_eye, lids, eye), 1e-6)
+            q = _opening(got, lids, eye) / max(_opening(out[:, :2], None, eye), 1e-6)
             t = float(np.clip((CLOSED_FROM[1] - q) / (CLOSED_FROM[1] - CLOSED_FROM[0]), 0.0, 1.0))
             w = t * t * (3.0 - 2.0 * t)
             if w > 0.0:
-                out[list(lids), :2] = mesh_eye + w * (got - mesh_eye)
+                out[list(lids), :2] += w * (got - out[list(lids), :2])
         return out
 
 
-def _opening(outline: np.ndarray, lids: tuple[int, ...], eye: int) -> float:
-    """Lid gap over eye width at the 68-point set's lid pairs of an eye's 16 outline points (``lids``' order)."""
-    up_a, up_b, lo_b, lo_a = (lids.index(v) for v in CENTRE_LIDS[eye])
-    c0, c1 = (lids.index(v) for v in CORNERS[eye])
-    gap = (np.hypot(*(outline[up_a] - outline[lo_a])) + np.hypot(*(outline[up_b] - outline[lo_b]))) / 2.0
-    return float(gap / max(np.hypot(*(outline[c1] - outline[c0])), 1e-6))
+def _opening(pts: np.ndarray, lids: tuple[int, ...] | None, eye: int) -> float:
+    """Lid gap over eye width at the 68-point set's lid pairs; ``pts`` the 16 outline points in ``lids``' order,
+    or (None) the whole mesh."""
+    index = (lambda v: lids.index(v)) if lids is not None else (lambda v: v)
+    up_a, up_b, lo_b, lo_a = (index(v) for v in CENTRE_LIDS[eye])
+    c0, c1 = (index(v) for v in CORNERS[eye])
+    gap = (np.hypot(*(pts[up_a] - pts[lo_a])) + np.hypot(*(pts[up_b] - pts[lo_b]))) / 2.0
+    return float(gap / max(np.hypot(*(pts[c1] - pts[c0])), 1e-6))
+
+
+def _onto(pts: np.ndarray, a: np.ndarray, b: np.ndarray, a2: np.ndarray, b2: np.ndarray) -> np.ndarray:
+    """``pts`` through the similarity that takes ``a`` to ``a2`` and ``b`` to ``b2`` (complex numbers: z -> k z + t)."""
+    z = pts[:, 0] + 1j * pts[:, 1]
+    za, zb, wa, wb = complex(*a), complex(*b), complex(*a2), complex(*b2)
+    if abs(zb - za) < 1e-9:
+        return pts
+    k = (wb - wa) / (zb - za)
+    w = k * (z - za) + wa
+    return np.stack([w.real, w.imag], axis=1)
 
 
 BACKEND = EyeContours  # found by the registry: catalogue backend "iris"

@@ -23,6 +23,7 @@ from engine.models import catalogue
 from engine.models.catalogue import ModelEntry
 from engine.runtime.litert import LiteRtBackend
 from engine.stages.contracts import Face, kps5_from_68
+from engine.stages.landmarks_iris import EyeContours
 
 EYES = "iris_landmark"  # the eye-contour model that places the mesh's eyelids (landmarks_iris.py)
 
@@ -100,10 +101,8 @@ class Mesh468Landmarker(LiteRtBackend):
         self.roi_scale = float(self.options.get("roi_scale", 1.5))
         # The eyelids from the eye-contour model when the catalogue entry requires it (``eyes=False``: the mesh as
         # MediaPipe's FaceMesh without refine_landmarks gives it, which tests compare against)
-        self.eyes = None
-        if EYES in entry.requires and self.options.get("eyes", True):
-            from engine.stages.landmarks_iris import EyeContours  # it builds on this module's crop and map
-            self.eyes = EyeContours(catalogue.get(EYES), runtime)
+        self.eyes = (EyeContours(catalogue.get(EYES), runtime)
+                     if EYES in entry.requires and self.options.get("eyes", True) else None)
 
     def fit(self, frame_u8: np.ndarray, roi: tuple[float, float, float, float]) -> MeshResult:
         """The mesh inside one region of interest (frame pixels)."""
