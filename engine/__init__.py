@@ -3,6 +3,14 @@
 Runs in its own Python environment; never imports bpy.
 """
 
+import os
+
+# OpenCV's worker threads spin after every parallel call (even a 64x64 warp) before they sleep. The engine
+# alternates small OpenCV calls with model runs on the same cores, so the spin took the models' CPU: on 2 cores the
+# walkers clip's mesh follower spent 3.5 ms of CPU per face where the eyes' work took 2.4 (bench/RESULTS.md).
+# OpenCV reads this when it is imported: set here, before any engine module imports cv2.
+os.environ.setdefault("OPENCV_THREAD_POOL_ACTIVE_WAIT_WORKER", "0")
+
 # Raise with every change to the pixels a render makes: it is part of each output folder's cache key
 # (engine/cachekey.py), so a bake never resumes into frames an earlier engine made. 0.2.0: issue 10's compositing;
 # 0.3.0: large blurs on a shrunk copy (engine/stages/blur.py), Lab in float32 (within 1e-3 of 0.2.0's pixels).
@@ -22,5 +30,7 @@ Runs in its own Python environment; never imports bpy.
 # to the local range (align.held_cubic); the models' crops and the paste back stay bilinear.
 # 0.14.0: where MediaPipe's eye-contour model reads an eye more closed than the mesh, its lids replace the mesh's
 # (landmarks_iris: blinks and lowered lids follow the target).
-__version__ = "0.14.0"
+# 0.15.0: the lids are placed once per kept track sample, after the follower (bridged frames between two samples
+# follow the mesh's own lids).
+__version__ = "0.15.0"
 PROTOCOL_VERSION = 1

@@ -25,6 +25,7 @@ from engine.io.plates import Plate
 from engine.job import EventSink
 from engine.stages import face_follow, track
 from engine.stages.contracts import Face
+from engine.stages.landmarks_mesh468 import to_68
 from engine.stages.shot_cuts import CutDetector
 
 KEEP_FRAMES_BYTES = 768 * 2**20  # 8-bit frames kept in memory between passes up to this size
@@ -100,7 +101,7 @@ def analyse_plate(run: AnalysisRun) -> ShotAnalysis:
     else:
         tracks = _per_frame_tracks(frames, starts, detector, landmarker, run.fail_frames)
     recognizer = run.create("recognize", fm.recognizer)
-    _measure(frames, tracks, recognizer)
+    _measure(frames, tracks, recognizer, getattr(landmarker, "place_eyes", None))
     info = {"models": {"detector": fm.detector, "landmarker": fm.landmarker, "recognizer": fm.recognizer},
             "settings": am.analysis_settings(s), "seconds": round(time.perf_counter() - t0, 3)}
     return ShotAnalysis(frames.frames, starts, tracks, fm.recognizer, info).round_trip()
@@ -152,8 +153,10 @@ def _per_frame_tracks(frames: _Frames, starts: list[int], detector: Any, landmar
     return out
 
 
-def _measure(frames: _Frames, tracks: list[TrackRecord], recognizer: Any) -> None:
-    """The statistics table on every tracked face, and the identity of each track from its best frames."""
+def _measure(frames: _Frames, tracks: list[TrackRecord], recognizer: Any,
+             place_eyes: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> None:
+    """The eyelids of every mesh sample (``place_eyes``: the mesh landmarker's, once per kept sample), then the
+    statistics table on every tracked face, and the identity of each track from its best frames."""
     embed_at: dict[int, list[int]] = {}
     for k, t in enumerate(tracks):
         ok = [i for i, src in enumerate(t.source) if src in ("detected", "tracked")] or list(range(len(t.source)))
@@ -168,6 +171,9 @@ def _measure(frames: _Frames, tracks: list[TrackRecord], recognizer: Any) -> Non
         if not here:
             continue
         lin, gamut = frames.read_lin(f)
+        u8 = frames.kept.get(f)
+        if place_eyes is not None:
+            u8 = _place_eyes(f, lin, gamut, u8, [tracks[k] for k in here], place_eyes)
         on_frame = {k: tracks[k].face(f) for k in here}
         for k in here:
             others = [o for j, o in on_frame.items() if j != k]
@@ -175,7 +181,8 @@ def _measure(frames: _Frames, tracks: list[TrackRecord], recognizer: Any) -> Non
             for name, v in track_stats.measure_all(tf).items():
                 values[k][name][f] = v
         if f in embed_at:
-            u8 = colour.to_u8(colour.linear_to_model(lin, gamut))
+            if u8 is None:
+                u8 = colour.to_u8(colour.linear_to_model(lin, gamut))
             faces = [tracks[k].face(f) for k in embed_at[f]]
             recognizer.embed(u8, faces)
             for k, face in zip(embed_at[f], faces, strict=True):
@@ -183,3 +190,18 @@ def _measure(frames: _Frames, tracks: list[TrackRecord], recognizer: Any) -> Non
     for k, t in enumerate(tracks):
         t.stats = track_stats.pooled(values[k])
         t.embedding = np.mean(vectors[k], axis=0) if vectors[k] else None
+
+
+def _place_eyes(f: int, lin: np.ndarray, gamut: str, u8: np.ndarray | None, tracks: list[TrackRecord],
+                place_eyes: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray | None:
+    """The tracks' mesh samples on frame ``f`` with their eyelids placed (their 68 points follow; the eye centres,
+    and with them the five alignment points and the box, do not move). Returns the 8-bit frame when it was made."""
+    for t in tracks:
+        i = f - t.first
+        if t.mesh468 is None or np.isnan(t.mesh468[i, 0, 0]):
+            continue
+        if u8 is None:
+            u8 = colour.to_u8(colour.linear_to_model(lin, gamut))
+        t.mesh468[i] = place_eyes(u8, t.mesh468[i])
+        t.landmarks68[i] = to_68(t.mesh468[i])
+    return u8

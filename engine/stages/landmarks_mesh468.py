@@ -117,10 +117,15 @@ class Mesh468Landmarker(LiteRtBackend):
         outs = self.model.run({self.input_name: (crop.astype(np.float32) * (1.0 / 255.0))[None]})
         pts = np.asarray(outs[self.points_name], np.float64).reshape(468, 3)
         logit = float(np.clip(np.asarray(outs[self.score_name]).reshape(-1)[0], -100.0, 100.0))
-        points = back_to_frame(m, pts)
-        if self.eyes is not None:
-            points = self.eyes.refine(frame_u8, points)
-        return MeshResult(points, 1.0 / (1.0 + math.exp(-logit)), roi)
+        return MeshResult(back_to_frame(m, pts), 1.0 / (1.0 + math.exp(-logit)), roi)
+
+    def place_eyes(self, frame_u8: np.ndarray, points: np.ndarray) -> np.ndarray:
+        """The (468, 3) mesh with its eyelids from the eye-contour model (``points`` itself without the model).
+
+        Not part of ``fit``: the follower fits a face more often than it keeps a sample (following, re-anchoring,
+        following back) and the lids do not move its regions (they lie inside the points' box, between the eye
+        corners), so a shot's lids are placed once per kept sample, in the analysis's measuring pass."""
+        return points if self.eyes is None else self.eyes.refine(frame_u8, points)
 
     def fit_face(self, frame_u8: np.ndarray, face: Face) -> MeshResult:
         """The mesh from a detection: its box, levelled by its two eyes (kps5's first two points)."""
@@ -138,12 +143,14 @@ class Mesh468Landmarker(LiteRtBackend):
         return self.fit(frame_u8, roi_from_points(prev, self.roi_scale))
 
     def analyse(self, frame_u8: np.ndarray, faces: list[Face]) -> list[MeshResult]:
-        """The mesh of each face; faces whose mesh scores at least the threshold get ``landmarks68`` and ``kps5``
-        from it (a face the mesh rejects keeps its detector points). The dense points are in the results."""
+        """The mesh of each face; faces whose mesh scores at least the threshold get their eyelids placed and
+        ``landmarks68`` and ``kps5`` from it (a face the mesh rejects keeps its detector points). The dense points
+        are in the results."""
         results = []
         for f in faces:
             res = self.fit_face(frame_u8, f)
             if res.score >= self.score_threshold:
+                res = MeshResult(self.place_eyes(frame_u8, res.points), res.score, res.roi)
                 f.landmarks68 = to_68(res.points)
                 f.kps5 = kps5_from_68(f.landmarks68)
             results.append(res)
