@@ -117,9 +117,9 @@ def main() -> None:
           "| false pos./frame |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for w, h in SIZES[1:] if a.only_1080p else SIZES:
-        for fn, model in [(run_follower, (bf, mesh))] + ([] if a.follower_only else [(run_dlib, (hog, sp))]):
-            fn(a.clip, (w, h), 8, *model)  # warm-up: first runs of each model, the decoder's first frames
         runs = [(run_follower, (bf, mesh))] + ([] if a.follower_only else [(run_dlib, (hog, sp))])
+        for fn, model in runs:
+            fn(a.clip, (w, h), 8, *model)  # warm-up: first runs of each model, the decoder's first frames
         for fn, model in runs:
             rows, boxes_at = fn(a.clip, (w, h), a.frames, *model)
             hits, total, fp = score(boxes_at, 1920 / w, a.frames)

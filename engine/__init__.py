@@ -7,7 +7,7 @@ import os
 
 # OpenCV's worker threads spin after every parallel call (even a 64x64 warp) before they sleep. The engine
 # alternates small OpenCV calls with model runs on the same cores, so the spin took the models' CPU: on 2 cores the
-# walkers clip's mesh follower spent 3.5 ms of CPU per face where the eyes' work took 2.4 (bench/RESULTS.md).
+# walkers clip's follower took 92/86 CPU ms per 1080p frame with it, 76/72 without, same wall time (bench/RESULTS.md).
 # OpenCV reads this when it is imported: set here, before any engine module imports cv2.
 os.environ.setdefault("OPENCV_THREAD_POOL_ACTIVE_WAIT_WORKER", "0")
 

@@ -70,14 +70,18 @@ class _Frames:
         self.tick()
         if f in self.kept:
             return self.kept[f]
-        lin, gamut = self.read_lin(f)
-        u8 = colour.to_u8(colour.linear_to_model(lin, gamut))
+        u8 = self.u8_of(f, *self.read_lin(f))
         if self.keep:
             self.kept[f] = u8
             if sum(a.nbytes for a in self.kept.values()) > KEEP_FRAMES_BYTES:
                 self.keep = False
                 self.kept.clear()
         return u8
+
+    def u8_of(self, f: int, lin: np.ndarray, gamut: str) -> np.ndarray:
+        """Frame ``f``'s 8-bit image, already read as ``lin``: the kept one, else converted (no tick, not kept)."""
+        kept = self.kept.get(f)
+        return kept if kept is not None else colour.to_u8(colour.linear_to_model(lin, gamut))
 
 
 def analyse_plate(run: AnalysisRun) -> ShotAnalysis:
@@ -171,9 +175,14 @@ def _measure(frames: _Frames, tracks: list[TrackRecord], recognizer: Any,
         if not here:
             continue
         lin, gamut = frames.read_lin(f)
-        u8 = frames.kept.get(f)
-        if place_eyes is not None:
-            u8 = _place_eyes(f, lin, gamut, u8, [tracks[k] for k in here], place_eyes)
+        u8 = None
+        meshed = [tracks[k] for k in here if _has_mesh(tracks[k], f)] if place_eyes is not None else []
+        if meshed:
+            u8 = frames.u8_of(f, lin, gamut)
+            for t in meshed:  # the 68 points follow; the eye centres (five points, box, crops) do not move
+                i = f - t.first
+                t.mesh468[i] = place_eyes(u8, t.mesh468[i])
+                t.landmarks68[i] = to_68(t.mesh468[i])
         on_frame = {k: tracks[k].face(f) for k in here}
         for k in here:
             others = [o for j, o in on_frame.items() if j != k]
@@ -182,7 +191,7 @@ def _measure(frames: _Frames, tracks: list[TrackRecord], recognizer: Any,
                 values[k][name][f] = v
         if f in embed_at:
             if u8 is None:
-                u8 = colour.to_u8(colour.linear_to_model(lin, gamut))
+                u8 = frames.u8_of(f, lin, gamut)
             faces = [tracks[k].face(f) for k in embed_at[f]]
             recognizer.embed(u8, faces)
             for k, face in zip(embed_at[f], faces, strict=True):
@@ -192,16 +201,6 @@ def _measure(frames: _Frames, tracks: list[TrackRecord], recognizer: Any,
         t.embedding = np.mean(vectors[k], axis=0) if vectors[k] else None
 
 
-def _place_eyes(f: int, lin: np.ndarray, gamut: str, u8: np.ndarray | None, tracks: list[TrackRecord],
-                place_eyes: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray | None:
-    """The tracks' mesh samples on frame ``f`` with their eyelids placed (their 68 points follow; the eye centres,
-    and with them the five alignment points and the box, do not move). Returns the 8-bit frame when it was made."""
-    for t in tracks:
-        i = f - t.first
-        if t.mesh468 is None or np.isnan(t.mesh468[i, 0, 0]):
-            continue
-        if u8 is None:
-            u8 = colour.to_u8(colour.linear_to_model(lin, gamut))
-        t.mesh468[i] = place_eyes(u8, t.mesh468[i])
-        t.landmarks68[i] = to_68(t.mesh468[i])
-    return u8
+def _has_mesh(t: TrackRecord, f: int) -> bool:
+    """Whether track ``t`` holds a mesh sample on frame ``f`` (bridged frames and per-frame tracks have none)."""
+    return t.mesh468 is not None and not np.isnan(t.mesh468[f - t.first, 0, 0])
