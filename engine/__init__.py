@@ -32,5 +32,7 @@ os.environ.setdefault("OPENCV_THREAD_POOL_ACTIVE_WAIT_WORKER", "0")
 # (landmarks_iris: blinks and lowered lids follow the target).
 # 0.15.0: the lids are placed once per kept track sample, after the follower (bridged frames between two samples
 # follow the mesh's own lids).
-__version__ = "0.15.0"
+# 0.16.0: with several source photos, the geometric swap paints each face with the photo whose head turn is nearest
+# its own, cross-faded between two (sources.SourceViews); one photo renders as before, bit for bit.
+__version__ = "0.16.0"
 PROTOCOL_VERSION = 1

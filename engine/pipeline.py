@@ -34,7 +34,7 @@ from engine.outputs import output_name, sweep_partials
 from engine.provenance import Provenance, mark_preview, neural_models
 from engine.records import JobContext, PendingFrame, PreviewResult
 from engine.selection import frame_faces, select_faces
-from engine.sources import SourceTexture, analyse_sources, landmarks_keeping_mesh, photo_detectors
+from engine.sources import SourceViews, analyse_sources, landmarks_keeping_mesh, photo_detectors
 from engine.stages import registry
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, warp_crop
 from engine.stages.colour_match import SkinStats
@@ -64,7 +64,7 @@ class Engine:
         self._lock = threading.RLock()  # dlib's shape predictor and embedding net are shared under this lock
         # Bounded: a long-lived engine sees many sources over a session (edited photos, packed images).
         self._sources: OrderedDict[str, tuple[SourceIdentity, list[str]]] = OrderedDict()
-        self._textures: OrderedDict[tuple[str, str, bool, int], SourceTexture] = OrderedDict()
+        self._textures: OrderedDict[tuple[str, str, bool, int], SourceViews] = OrderedDict()
         self._analyses: OrderedDict[str, ShotAnalysis] = OrderedDict()  # the last plates' shot analyses
         self.fail_frames: frozenset[int] = frozenset()  # test hook: detector and mesh see nothing on these frames
 
@@ -144,16 +144,18 @@ class Engine:
                 warn({"type": "warning", "frame": None, "message": msg})
             return ident
 
-    def texture(self, identity: SourceIdentity, s: Any) -> SourceTexture:
-        """The source texture (and its super-resolved versions), shared by every job with the same source."""
-        points = hashlib.sha256(np.ascontiguousarray(identity.best.face.landmarks68).tobytes()).hexdigest()
+    def texture(self, identity: SourceIdentity, s: Any) -> SourceViews:
+        """The source photos' textures (and their super-resolved versions), shared by every job with the same
+        sources."""
+        points = hashlib.sha256(b"".join(np.ascontiguousarray(f.face.landmarks68).tobytes()
+                                         for f in identity.faces)).hexdigest()
         key = (identity.digest, points, s.super_resolution, s.sr_denoise)  # same photos, another landmarker
         with self._lock:
             if key not in self._textures:
                 upscaler = denoise_model(s.sr_denoise)
                 factory = (lambda: registry.create("upscale", upscaler, self.runtime())) if s.super_resolution \
                     else None
-                self._textures[key] = SourceTexture(identity.best, factory)
+                self._textures[key] = SourceViews(identity.faces, factory)
                 _trim(self._textures)
             self._textures.move_to_end(key)
             return self._textures[key]

@@ -12,7 +12,7 @@ import numpy as np
 from engine.errors import JobCancelled
 from engine.io.plates import Plate
 from engine.job import EventSink, SwapJob
-from engine.sources import SourceTexture
+from engine.sources import SourceViews
 from engine.stages.colour_match import SkinStats
 from engine.stages.contracts import Face, SourceIdentity
 from engine.track_models import PlateMeasures, TrackModels
@@ -26,7 +26,7 @@ class JobContext:
     settings: Any  # engine.settings.Settings (frozen)
     plate: Plate
     identity: SourceIdentity
-    texture: SourceTexture | None  # the source photo at any size, for a swapper that wants it
+    texture: SourceViews | None  # the source photos at any size, for a swapper that wants them
     swapper: Any  # fits the swap contract
     enhancer: Any | None
     mattes: list[tuple[Any, Any]]  # (registry.MatteLayer, its loaded backend), in table order

@@ -16,6 +16,7 @@ from engine.job import ImageInput
 from engine.stages import geometry68, mesh_warp
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, transform_points, warp_crop
 from engine.stages.contracts import Face, SourceFace, SourceIdentity
+from engine.stages.swap_geometric import SourceView
 
 
 def load_photo_srgb(src: ImageInput) -> np.ndarray:
@@ -152,3 +153,61 @@ class SourceTexture:
         """The source's (468, 3) mesh in the crop ``get`` gives for the same arguments (None without a mesh)."""
         self.get(size, target_face_size)
         return self._meshes[(self.steps_for(target_face_size), size)]
+
+
+# Photos whose head turns (geometry68.turn) differ by less than this are one view, painted by the largest face of
+# them (resolution counts for more than a few degrees: the frontal photos read -0.04 to 0.0).
+VIEW_GAP = 0.15
+# Half the turn range over which a target between two views cross-fades from one to the other.
+VIEW_FADE = 0.08
+
+
+class SourceViews:
+    """The source photos as views of one head: per target face, the photo whose head turn is nearest the target's
+    paints it (a 3/4 view for a turned target, which a frontal photo warped flat cannot give: its far cheek is
+    squeezed and its matte stops short of the near one), cross-faded over VIEW_FADE either side of the midpoint
+    between two views. One photo, or photos that all look the same way: the largest face, as before."""
+
+    def __init__(self, faces: list[SourceFace], upscaler_factory: Callable[[], object] | None, max_steps: int = 2):
+        if not faces:
+            raise ValueError("SourceViews needs at least one source face")
+        shared: list[object] = []
+
+        def one_upscaler() -> object:  # one super-resolution model for every view
+            if not shared:
+                shared.append(upscaler_factory())
+            return shared[0]
+
+        factory = one_upscaler if upscaler_factory is not None else None
+        kept: list[tuple[float, SourceTexture]] = []
+        for face in sorted(faces, key=lambda f: -f.face.size):
+            t = geometry68.turn(face.face.landmarks68)
+            if all(abs(t - other) >= VIEW_GAP for other, _ in kept):
+                kept.append((t, SourceTexture(face, factory, max_steps)))
+        self.turns = [t for t, _ in sorted(kept, key=lambda k: k[0])]
+        self.textures = [tex for _, tex in sorted(kept, key=lambda k: k[0])]
+
+    def weights(self, turn: float) -> list[tuple[float, int]]:
+        """(weight, view index) of the views that paint a target of head turn ``turn``; weights sum to 1."""
+        ts = self.turns
+        k = int(np.searchsorted(ts, turn))
+        if k == 0 or k == len(ts):
+            return [(1.0, min(k, len(ts) - 1))]
+        lo, hi = ts[k - 1], ts[k]
+        half = min(VIEW_FADE, (hi - lo) / 2)
+        u = float(np.clip((turn - (lo + hi) / 2) / (2 * half) + 0.5, 0.0, 1.0))
+        w = u * u * (3.0 - 2.0 * u)
+        return [(wt, i) for wt, i in ((1.0 - w, k - 1), (w, k)) if wt > 0.0]
+
+    def get(self, size: int, target_face_size: float, turn: float = 0.0) -> list[SourceView]:
+        """The views for a target crop of ``size`` px, a face ``target_face_size`` plate px wide, turned ``turn``."""
+        out = []
+        for w, i in self.weights(turn):
+            tex = self.textures[i]
+            crop, pts = tex.get(size, target_face_size)
+            out.append(SourceView(w, crop, pts, tex.mesh(size, target_face_size)))
+        return out
+
+    def steps_for(self, target_face_size: float) -> int:
+        """Super-resolution steps a face of this size takes (the most any view takes)."""
+        return max(tex.steps_for(target_face_size) for tex in self.textures)

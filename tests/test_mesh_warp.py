@@ -128,7 +128,7 @@ def test_render_takes_the_mesh_path_and_keeps_an_open_mouth(engine, photos, tmp_
 
 
 def test_source_mesh_follows_the_texture_through_super_resolution(engine, photos):
-    """The source mesh in the crop ``SourceTexture.get`` cuts, at the plain and at a super-resolved scale (the real
+    """The source mesh in the crop ``SourceViews.get`` cuts, at the plain and at a super-resolved scale (the real
     upscaler): its 68 iBUG vertices are the crop's 68 landmarks."""
     from engine import settings as schema
     from engine.stages.landmarks_mesh468 import LANDMARKS_68
@@ -138,8 +138,9 @@ def test_source_mesh_follows_the_texture_through_super_resolution(engine, photos
     size = 256
     meshes = []
     for face_size in (ident.best.face.size, 3.0 * ident.best.face.size):
-        crop, pts = tex.get(size, face_size)
-        meshes.append(tex.mesh(size, face_size))
+        (view,) = tex.get(size, face_size)  # one photo: one view, whatever the target's turn
+        pts = view.points
+        meshes.append(view.mesh)
         assert meshes[-1].shape == (468, 3)
         np.testing.assert_allclose(meshes[-1][LANDMARKS_68, :2], pts[:68], atol=1e-6)
     assert tex.steps_for(3.0 * ident.best.face.size) > 0

@@ -11,6 +11,7 @@ blinks and speech survive the swap. Only the source photo's own face is used: it
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import cv2
@@ -44,10 +45,21 @@ LIPS_GROW = 0.04  # the same on the 68-point path (0.06: tests/test_engine_swap.
 # 0.968 / 0.952, expression 0.033 / 0.034; Jolie onto Rudd identity 0.669 / 0.686. It comes on once the boy's
 # softness (a tracked mesh on a turned, looking-down face is the suspect) is found.
 MESH_WARP = False
-# (crop size, target face size in plate pixels) -> (source crop sRGB (S, S, 3), source points (78, 2) in crop)
-SourceProvider = Callable[[int, float], tuple[np.ndarray, np.ndarray]]
-# (crop size, target face size) -> the source's (468, 3) mesh in that crop, or None (a landmarker without a mesh)
-MeshProvider = Callable[[int, float], np.ndarray | None]
+
+
+@dataclass(frozen=True)
+class SourceView:
+    """One source photo cut for a target crop, and its share of the face (two photos share a face whose head turn
+    lies between theirs: engine.sources.SourceViews)."""
+
+    weight: float
+    crop: np.ndarray  # sRGB (S, S, 3)
+    points: np.ndarray  # (78, 2) in the crop: 68 landmarks and the forehead
+    mesh: np.ndarray | None = None  # (468, 3) in the crop, or None (a landmarker without a mesh)
+
+
+# (crop size, target face size in plate pixels, target head turn, geometry68.turn) -> the views, weights summing to 1
+SourceProvider = Callable[[int, float, float], list[SourceView]]
 
 
 class GeometricSwapper:
@@ -55,12 +67,9 @@ class GeometricSwapper:
     size = 0  # any: the crop size follows the target face
 
     def __init__(self, entry: Any, runtime: Any = None, *, source_texture: SourceProvider,
-                 keep_eyes_mouth: bool = True, shape_transfer: float = 0.8,
-                 source_mesh: MeshProvider | None = None) -> None:
+                 keep_eyes_mouth: bool = True, shape_transfer: float = 0.8) -> None:
         self.id = entry.id
-        self._source = source_texture
-        # The job offers the texture's bound ``get``; its SourceTexture also has the mesh at the same crop.
-        self._source_mesh = source_mesh or getattr(getattr(source_texture, "__self__", None), "mesh", None)
+        self._source = source_texture  # the job offers its SourceViews' bound ``get``
         self.keep_eyes_mouth = keep_eyes_mouth
         self.shape_transfer = shape_transfer
         # per source image (by id), like the region: a triangulation of whichever face a job saw first would make
@@ -88,32 +97,51 @@ class GeometricSwapper:
         """(swapped crop, mask of target features to restore after the lighting step, source-region mask: where
         the swap shows the source's own face; 0 on its hair, backdrop, ears and outside the warped mesh).
         ``mouth_open``: how open the target's mouth is (0-1, held along its track); None reads the landmarks. The
-        mesh warp (MESH_WARP, off) reads its own lips from the meshes instead."""
+        mesh warp (MESH_WARP, off) reads its own lips from the meshes instead.
+
+        With several source photos, the one whose head turn is nearest the target's paints it; between two, both
+        are warped onto one shape (their destinations averaged) and cross-faded, so a turning head never pops."""
         size = target.shape[0]
         opening = mouth_openness(target_lm68) if mouth_open is None else float(mouth_open)
-        src_img, src_pts = self._source(size, face_size)
-        src_mesh = None
-        if MESH_WARP and target_mesh is not None and self._source_mesh is not None:
-            src_mesh = self._source_mesh(size, face_size)
-        if src_mesh is not None:
-            self.last_path = "mesh"
-            dst = mesh_warp.destination(target_mesh, src_mesh, self.shape_transfer, self.keep_eyes_mouth)
+        views = self._source(size, face_size, geometry68.turn(target_lm68))
+        use_mesh = MESH_WARP and target_mesh is not None and all(v.mesh is not None for v in views)
+        self.last_path = "mesh" if use_mesh else "68"
+        if use_mesh:
+            dsts = [mesh_warp.destination(target_mesh, v.mesh, self.shape_transfer, self.keep_eyes_mouth)
+                    for v in views]
+        else:
+            dsts = [geometry68.with_forehead(self._blend_shape(target_lm68, v.points[:68], opening)) for v in views]
+        dst = dsts[0] if len(views) == 1 else sum(v.weight * d for v, d in zip(views, dsts, strict=True))
+        scale = mr.face_scale(dst) if use_mesh else geometry68.face_scale(dst)
+        result = np.zeros_like(target, dtype=np.float32)
+        region = np.zeros((size, size), np.float32)
+        for v in views:
+            painted, shown = self._paint(v, target, dst, target_mesh if use_mesh else None, size)
+            result += np.float32(v.weight) * painted if len(views) > 1 else painted
+            region += np.float32(v.weight) * shown if len(views) > 1 else shown
+        keep = np.zeros((size, size), np.float32)
+        if self.keep_eyes_mouth and use_mesh:
+            keep = mesh_mouth_mask(target_mesh, size, scale, eyes=KEEP_EYES)
+        elif self.keep_eyes_mouth:
+            keep = _eyes_mouth_mask(target_lm68, size, scale, eyes=KEEP_EYES, opening=opening)
+        return result, keep, np.clip(region, 0.0, 1.0).astype(np.float32)
+
+    def _paint(self, view: SourceView, target: np.ndarray, dst: np.ndarray, target_mesh: np.ndarray | None,
+               size: int) -> tuple[np.ndarray, np.ndarray]:
+        """(the target crop with ``view``'s photo warped onto ``dst`` over the face, where the photo shows its own
+        face): over the 468-point mesh when ``target_mesh`` is given, else over 68 points and the forehead."""
+        src_img = view.crop
+        if target_mesh is not None:
             tris = self._mesh_tris.get(id(src_img))
             if tris is None:
-                tris = self._mesh_tris[id(src_img)] = mesh_warp.triangulate(src_mesh)
-            order = mesh_warp.paint_order(src_mesh, dst, np.asarray(target_mesh)[:, 2], tris)
-            map_x, map_y, inside = piecewise_affine_maps(src_mesh[:, :2], dst, tris[order], size)
-            scale = mr.face_scale(dst)
-            shown = np.minimum(mesh_warp.visibility(src_mesh, tris), mesh_warp.visibility(target_mesh, tris))
-            seen = mesh_warp.visibility_map(dst, tris, order, shown, size, 0.02 * scale)
+                tris = self._mesh_tris[id(src_img)] = mesh_warp.triangulate(view.mesh)
+            order = mesh_warp.paint_order(view.mesh, dst, np.asarray(target_mesh)[:, 2], tris)
+            map_x, map_y, inside = piecewise_affine_maps(view.mesh[:, :2], dst, tris[order], size)
         else:
-            self.last_path = "68"
-            dst_pts = geometry68.with_forehead(self._blend_shape(target_lm68, src_pts[:68], opening))
             tris = self._tris.get(id(src_img))
             if tris is None:
-                tris = self._tris[id(src_img)] = geometry68.triangulate(src_pts)
-            map_x, map_y, inside = piecewise_affine_maps(src_pts, dst_pts, tris, size)
-            scale = geometry68.face_scale(dst_pts)
+                tris = self._tris[id(src_img)] = geometry68.triangulate(view.points)
+            map_x, map_y, inside = piecewise_affine_maps(view.points, dst, tris, size)
         # bicubic: the source's own detail is what the face keeps (a bilinear remap blurs it at every sub-pixel)
         warped = held_cubic(src_img, lambda x, interpolation: cv2.remap(x, map_x, map_y, interpolation,
                                                                         borderMode=cv2.BORDER_REPLICATE))
@@ -121,16 +149,12 @@ class GeometricSwapper:
         # The source photo's own face (not its fringe, backdrop or glasses), warped with the same maps.
         region = self._region.get(id(src_img))
         if region is None:
-            region = self._region[id(src_img)] = source_region_mask(src_img, src_pts[:68])
+            region = self._region[id(src_img)] = source_region_mask(src_img, view.points[:68])
         region = cv2.remap(region, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * inside
-        if src_mesh is not None:  # where the photo or the plate sees the face edge-on, the plate's face stays
-            region = region * seen
-        keep = np.zeros((size, size), np.float32)
-        if self.keep_eyes_mouth and src_mesh is not None:
-            keep = mesh_mouth_mask(target_mesh, size, scale, eyes=KEEP_EYES)
-        elif self.keep_eyes_mouth:
-            keep = _eyes_mouth_mask(target_lm68, size, scale, eyes=KEEP_EYES, opening=opening)
-        return result, keep, np.clip(region, 0.0, 1.0).astype(np.float32)
+        if target_mesh is not None:  # where the photo or the plate sees the face edge-on, the plate's face stays
+            shown = np.minimum(mesh_warp.visibility(view.mesh, tris), mesh_warp.visibility(target_mesh, tris))
+            region = region * mesh_warp.visibility_map(dst, tris, order, shown, size, 0.02 * mr.face_scale(dst))
+        return result, region
 
     def _blend_shape(self, target: np.ndarray, source: np.ndarray, opening: float) -> np.ndarray:
         """Target landmarks moved towards the source's face shape (aligned to the target by a similarity): the
