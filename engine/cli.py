@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "premultiplied face layer (or the composite) and matte layers FaceMatte.A, "
                                     "Face1.A, ...")
     sw.add_argument("--source", action="append", required=True, metavar="PHOTO",
-                    help="photo of the new face; repeat to average several photos of one person into one identity")
+                    help="photo of the new face; repeat for several photos of one person: averaged into one "
+                         "identity, and the built-in swap paints each face with the photo turned most like it")
     sw.add_argument("--target", required=True, metavar="PLATE",
                     help="plate: an image, a sequence (plate.####.exr or plate.%%04d.png) or a movie file")
     sw.add_argument("--output", required=True, metavar="DIR", help="folder for the EXRs (created if missing)")
