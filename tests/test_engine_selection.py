@@ -59,7 +59,7 @@ def test_several_source_photos_make_one_identity(photos):
     mean = (one.embeddings[rec] + hanks.embeddings[rec]) / 2
     assert np.allclose(two.embeddings[rec], mean)
     assert len(two.faces) == 2 and two.digest not in (one.digest, hanks.digest)
-    assert two.best.face.size == one.best.face.size  # the larger, sharper face is the texture
+    assert two.best.face.size == one.best.face.size  # the larger face (each face's texture: SourceViews)
 
 
 def test_acescg_plate_stays_in_its_space(photos, tmp_path):
