@@ -85,8 +85,8 @@ class SourceIdentity:
 
     @property
     def best(self) -> SourceFace:
-        """The photo with the largest face (the quality report's reference swap uses it; the geometric swapper
-        paints each face with the photo turned most like it, engine.sources.SourceViews)."""
+        """The photo with the largest face. The geometric swapper does not paint with it alone: each face takes
+        the photo turned most like it (engine.sources.SourceViews)."""
         return max(self.faces, key=lambda f: f.face.size)
 
 
