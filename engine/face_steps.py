@@ -33,6 +33,12 @@ def crop_geometry(ctx: JobContext, face: Face) -> tuple[int, np.ndarray]:
     return size, crop_matrix(face.kps5, ctx.swapper.template, size)
 
 
+def _turn(ctx: JobContext, face: Face, frame: int) -> float:
+    """The face's head turn, held along its track where the shot analysis gives one (track_models.add_turns)."""
+    held = ctx.track_models.turn(face.track_id, frame)
+    return geometry68.turn(face.landmarks68) if held is None else held
+
+
 def align(ctx: JobContext, selected: dict[int, list[Face]], frames: list[int]
           ) -> tuple[list[PendingFrame], list[Crop], list[int]]:
     """Read each frame and cut its selected faces. Returns the frames, the crops and each crop's frame index."""
@@ -55,7 +61,7 @@ def align(ctx: JobContext, selected: dict[int, list[Face]], frames: list[int]
             target_lin = warp_crop(plate_rgb, m, size, sharp=True)
             crops.append(Crop(face, size, m, target_lin, colour.linear_to_model(warp_crop(plate_rgb, m, size), gamut),
                               transform_points(m, face.landmarks68),
-                              ctx.texture.steps_for(face.size) if ctx.texture else 0, f))
+                              ctx.texture.steps_for(face.size, _turn(ctx, face, f)) if ctx.texture else 0, f))
             owner.append(len(pendings))
         pendings.append(PendingFrame(f, rgba, gamut, t0, warnings))
     return pendings, crops, owner
@@ -68,7 +74,8 @@ def swap(ctx: JobContext, crops: list[Crop]) -> Swapped:
                           meshes=[None if c.face.mesh468 is None else mesh_warp.to_crop(
                                       mesh_warp.follow_landmarks(c.face.mesh468, c.face.landmarks68), c.m)
                                   for c in group],
-                          mouth_open=[ctx.track_models.mouth_open(c.face.track_id, c.frame) for c in group])
+                          mouth_open=[ctx.track_models.mouth_open(c.face.track_id, c.frame) for c in group],
+                          turns=[ctx.track_models.turn(c.face.track_id, c.frame) for c in group])
         return ctx.swapper.swap(batch, ctx.identity)
 
     groups = [crops] if ctx.swapper.size else [[c] for c in crops]  # varying sizes: one call per face

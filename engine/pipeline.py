@@ -186,7 +186,8 @@ class Engine:
         """analyse -> select: the faces to replace in the rendered frames, and the plate skin statistics of their
         tracks over each frame's colour window (from the shot analysis: never from the job's frame range)."""
         analysis = self.shot_analysis(ctx.plate, ctx.settings, ctx.emit, ctx.check_cancel)
-        reach = max(ctx.radius, track_models.MOUTH_HOLD)  # the colour window, and the held mouth openness
+        # the colour window, the held mouth openness and head turn
+        reach = max(ctx.radius, track_models.MOUTH_HOLD, track_models.TURN_HOLD)
         near = sorted({g for f in todo for g in range(f - reach, f + reach + 1)} & set(analysis.frames))
         selected = select_faces(analysis, ctx.settings, near)
         tracks = {t.track_id: t for t in analysis.tracks}
@@ -197,7 +198,7 @@ class Engine:
                     st = skin_stats_of(tracks[face.track_id].stats["skin_colour"]["frames"].get(str(f)))
                     if st is not None:
                         stats[(face.track_id, f)] = st
-        ctx.track_models.add_tracks(tracks, selected, near, todo)  # tones, glasses, mouths (engine.track_models)
+        ctx.track_models.add_tracks(tracks, selected, near, todo)  # tones, glasses, mouths, turns (track_models)
         ctx.frame_faces.update(frame_faces(analysis, todo))  # a nearer head is an occluder (stages/in_front)
         return {f: selected[f] for f in todo}, stats
 

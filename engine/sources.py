@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -91,8 +92,12 @@ class SourceTexture:
     """The source face cut at the crop size and template a swapper asks for, super-resolved when the target
     face is larger than the detail the source photo holds. Results are cached: the source never changes."""
 
-    def __init__(self, source: SourceFace, upscaler_factory: Callable[[], object] | None, max_steps: int = 2):
+    def __init__(self, source: SourceFace, upscaler_factory: Callable[[], object] | None,
+                 max_steps: int = 2) -> None:
         self.source = source
+        # Jobs of one engine share the texture: a crop is made once, and the swapper's caches keyed by its id stay
+        # valid (two jobs racing to make one would leave the loser's id to be reused by another array).
+        self._lock = threading.Lock()
         self._factory = upscaler_factory
         self._upscaler = None
         self.max_steps = max_steps
@@ -139,6 +144,10 @@ class SourceTexture:
         return self._scaled[steps]
 
     def get(self, size: int, target_face_size: float) -> tuple[np.ndarray, np.ndarray]:
+        with self._lock:
+            return self._get(size, target_face_size)
+
+    def _get(self, size: int, target_face_size: float) -> tuple[np.ndarray, np.ndarray]:
         steps = self.steps_for(target_face_size)
         key = (steps, size)
         if key not in self._crops:
@@ -151,8 +160,9 @@ class SourceTexture:
 
     def mesh(self, size: int, target_face_size: float) -> np.ndarray | None:
         """The source's (468, 3) mesh in the crop ``get`` gives for the same arguments (None without a mesh)."""
-        self.get(size, target_face_size)
-        return self._meshes[(self.steps_for(target_face_size), size)]
+        with self._lock:
+            self._get(size, target_face_size)
+            return self._meshes[(self.steps_for(target_face_size), size)]
 
 
 # Photos whose head turns (geometry68.turn) differ by less than this are one view, painted by the largest face of
@@ -160,6 +170,7 @@ class SourceTexture:
 VIEW_GAP = 0.15
 # Half the turn range over which a target between two views cross-fades from one to the other.
 VIEW_FADE = 0.08
+MIN_VIEW_WEIGHT = 1e-3  # a view's share under this is left out (and the other's made whole)
 
 
 class SourceViews:
@@ -168,28 +179,25 @@ class SourceViews:
     squeezed and its matte stops short of the near one), cross-faded over VIEW_FADE either side of the midpoint
     between two views. One photo, or photos that all look the same way: the largest face, as before."""
 
-    def __init__(self, faces: list[SourceFace], upscaler_factory: Callable[[], object] | None, max_steps: int = 2):
+    def __init__(self, faces: list[SourceFace], upscaler_factory: Callable[[], object] | None,
+                 max_steps: int = 2) -> None:
         if not faces:
             raise ValueError("SourceViews needs at least one source face")
-        shared: list[object] = []
-
-        def one_upscaler() -> object:  # one super-resolution model for every view
-            if not shared:
-                shared.append(upscaler_factory())
-            return shared[0]
-
-        factory = one_upscaler if upscaler_factory is not None else None
         kept: list[tuple[float, SourceTexture]] = []
         for face in sorted(faces, key=lambda f: -f.face.size):
             t = geometry68.turn(face.face.landmarks68)
             if all(abs(t - other) >= VIEW_GAP for other, _ in kept):
-                kept.append((t, SourceTexture(face, factory, max_steps)))
-        self.turns = [t for t, _ in sorted(kept, key=lambda k: k[0])]
-        self.textures = [tex for _, tex in sorted(kept, key=lambda k: k[0])]
+                # the factory is the registry's, which shares one upscaler per runtime between the views
+                kept.append((t, SourceTexture(face, upscaler_factory, max_steps)))
+        kept.sort(key=lambda k: k[0])
+        self.turns = [t for t, _ in kept]
+        self.textures = [tex for _, tex in kept]
 
     def weights(self, turn: float) -> list[tuple[float, int]]:
         """(weight, view index) of the views that paint a target of head turn ``turn``; weights sum to 1."""
         ts = self.turns
+        if not math.isfinite(turn):  # no turn to go by: the frontal-most view
+            return [(1.0, int(np.argmin(np.abs(ts))))]
         k = int(np.searchsorted(ts, turn))
         if k == 0 or k == len(ts):
             return [(1.0, min(k, len(ts) - 1))]
@@ -197,17 +205,19 @@ class SourceViews:
         half = min(VIEW_FADE, (hi - lo) / 2)
         u = float(np.clip((turn - (lo + hi) / 2) / (2 * half) + 0.5, 0.0, 1.0))
         w = u * u * (3.0 - 2.0 * u)
-        return [(wt, i) for wt, i in ((1.0 - w, k - 1), (w, k)) if wt > 0.0]
+        if w < MIN_VIEW_WEIGHT or w > 1.0 - MIN_VIEW_WEIGHT:  # a second warp for no visible change
+            return [(1.0, k if w > 0.5 else k - 1)]
+        return [(1.0 - w, k - 1), (w, k)]
 
     def get(self, size: int, target_face_size: float, turn: float = 0.0) -> list[SourceView]:
         """The views for a target crop of ``size`` px, a face ``target_face_size`` plate px wide, turned ``turn``."""
-        out = []
+        out: list[SourceView] = []
         for w, i in self.weights(turn):
             tex = self.textures[i]
             crop, pts = tex.get(size, target_face_size)
             out.append(SourceView(w, crop, pts, tex.mesh(size, target_face_size)))
         return out
 
-    def steps_for(self, target_face_size: float) -> int:
-        """Super-resolution steps a face of this size takes (the most any view takes)."""
-        return max(tex.steps_for(target_face_size) for tex in self.textures)
+    def steps_for(self, target_face_size: float, turn: float = 0.0) -> int:
+        """Super-resolution steps a face of this size and head turn takes (the most of the views that paint it)."""
+        return max(self.textures[i].steps_for(target_face_size) for _, i in self.weights(turn))

@@ -96,6 +96,10 @@ def plate_px(m: np.ndarray) -> float:
 # >= 60 px), expression error 0 / 2 / 4 frames: 0.0291 / 0.0278 / 0.0268 (the reference swap's 0.0273), identity to
 # the source 0.668 / 0.669 / 0.669, closer to the source 0.646 / 0.641 / 0.646, other figures within 0.006.
 MOUTH_HOLD = 4
+# Frames either side whose head turns a frame's turn is the mean of (TrackModels.add_turns): which source photo
+# paints a face (engine.sources.SourceViews) changes by up to 9 of its weight per unit of turn inside the cross-fade,
+# and a frame's landmarks jitter by about 0.01 of turn.
+TURN_HOLD = 4
 
 
 @dataclass
@@ -105,19 +109,23 @@ class TrackModels:
     tones: dict[tuple[int, int], SkinTone] = field(default_factory=dict)  # (track, frame) -> shot analysis tone
     glasses: dict[int, bool] = field(default_factory=dict)  # track -> wears glasses (the shot analysis's decision)
     mouths: dict[tuple[int, int], float] = field(default_factory=dict)  # (track, frame) -> held mouth openness
+    turns: dict[tuple[int, int], float] = field(default_factory=dict)  # (track, frame) -> held head turn
 
     def add_tracks(self, tracks: dict[int, Any], selected: dict[int, list[Any]], near: list[int], todo: list[int]
                    ) -> None:
         """What the shot analysis holds for the faces a job replaces (``tracks``: track id -> its TrackRecord;
         ``selected``: frame -> the selected faces, on every frame ``near`` the rendered ones, ``todo``): each face's
-        plate skin tone over the frames near, and per track its glasses decision and held mouth openness."""
+        plate skin tone over the frames near, and per track its glasses decision, held mouth openness and held head
+        turn."""
         for f in near:  # the plate skin tones the lighting step smooths its level by
             for face in selected[f]:
                 self.add_tone(face.track_id, f, tracks[face.track_id].stats.get("skin_tone"))
         for tid in {face.track_id for f in todo for face in selected[f]}:  # one decision per track
             self.add_glasses(tid, tracks[tid].stats.get("glasses"))
-            self.add_mouths(tid, {f: face.landmarks68 for f in near for face in selected[f]
-                                  if face.track_id == tid and face.landmarks68 is not None}, todo)
+            own = {f: face.landmarks68 for f in near for face in selected[f]
+                   if face.track_id == tid and face.landmarks68 is not None}
+            self.add_mouths(tid, own, todo)
+            self.add_turns(tid, own, todo)
 
     def add_tone(self, track: int, frame: int, stored: dict[str, Any] | None) -> None:
         """One frame's skin tone from the shot analysis's ``skin_tone`` statistic (absent in an older cache)."""
@@ -144,6 +152,20 @@ class TrackModels:
             near = [own[g] for g in range(f - MOUTH_HOLD, f + MOUTH_HOLD + 1) if g in own]
             if near:
                 self.mouths[(track, f)] = float(max(near))
+
+    def add_turns(self, track: int, landmarks: dict[int, np.ndarray], frames: list[int]) -> None:
+        """The track's head turn (geometry68.turn) on each of ``frames``: the mean over its frames within TURN_HOLD
+        of it (``landmarks`` reaching TURN_HOLD beyond ``frames``, so a frame's value never depends on the range
+        rendered)."""
+        own = {f: geometry68.turn(lm) for f, lm in landmarks.items()}
+        for f in frames:
+            near = [own[g] for g in range(f - TURN_HOLD, f + TURN_HOLD + 1) if g in own]
+            if near:
+                self.turns[(track, f)] = float(np.mean(near))
+
+    def turn(self, track: int, frame: int) -> float | None:
+        """The held head turn (``add_turns``); None without one (the swapper reads the crop's landmarks)."""
+        return self.turns.get((track, frame))
 
     def mouth_open(self, track: int, frame: int) -> float | None:
         """The held mouth openness (``add_mouths``); None without one (the swapper reads the crop's landmarks)."""

@@ -110,3 +110,57 @@ def test_a_turned_plate_face_is_painted_by_the_photo_turned_its_way(engine, joli
     area = {name: float(r.mattes["FaceMatte"].sum()) for name, r in (("mirrored", mirrored),
                                                                           ("turned away", turned_away))}
     assert area["mirrored"] > 1.1 * area["turned away"], area
+
+
+def test_a_face_between_two_views_is_their_cross_fade(engine, jolie):
+    """The swapper's two-view path: one photo split 0.3 / 0.7 is that photo; two photos half each lie between the
+    two photos' own swaps; a face turned halfway between the views gets exactly that half-and-half."""
+    from types import SimpleNamespace
+
+    from engine.sources import SourceTexture
+    from engine.stages.swap_geometric import GeometricSwapper, SourceView
+
+    j, m = _faces(engine, *jolie)
+    rudd = _faces(engine, shared_data.path("photos", "paul_rudd.jpg"))[0]
+    target, target_pts = SourceTexture(rudd, None).get(256, 256.0)
+    views = SourceViews([j, m], None)
+    (vm,), (vj,) = views.get(256, 256.0, views.turns[0] - 1), views.get(256, 256.0, views.turns[1] + 1)
+
+    def swap(provided: list[SourceView], turn: float | None = None):
+        sw = GeometricSwapper(SimpleNamespace(id="geometric"), source_texture=lambda size, face, t: provided)
+        return sw.swap_one(target, target_pts[:68], 256.0, turn=turn)
+
+    def share(view: SourceView, w: float) -> SourceView:
+        return SourceView(w, view.crop, view.points, view.mesh)
+
+    alone, split = swap([vj]), swap([share(vj, 0.3), share(vj, 0.7)])
+    for a, b in zip(alone, split, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    only_m, half = swap([vm]), swap([share(vm, 0.5), share(vj, 0.5)])
+    apart = float(np.abs(alone[0] - only_m[0]).mean())  # two different photos
+    assert apart > 0.01
+    # Both are warped onto their averaged shape, so the fade lies between them as a whole, not pixel by pixel.
+    assert float(np.abs(half[0] - alone[0]).mean()) < apart and float(np.abs(half[0] - only_m[0]).mean()) < apart
+    assert half[2].min() >= 0.0 and half[2].max() <= 1.0
+    real = GeometricSwapper(SimpleNamespace(id="geometric"), source_texture=views.get)
+    midway = real.swap_one(target, target_pts[:68], 256.0, turn=float(np.mean(views.turns)))
+    for a, b in zip(half, midway, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_the_head_turn_is_held_along_the_track(engine, jolie):
+    """The turn that picks the views is the mean of the track's turns within TURN_HOLD frames (a frame's landmarks
+    jitter, and inside the fade the blend follows the turn 9 times over), the same whichever frames a job renders."""
+    from engine.track_models import TURN_HOLD, TrackModels
+
+    j, m = _faces(engine, *jolie)
+    tj, tm = geometry68.turn(j.face.landmarks68), geometry68.turn(m.face.landmarks68)
+    landmarks = {f: (j if f % 2 == 0 else m).face.landmarks68 for f in range(21)}  # the head flicking each frame
+    whole, one = TrackModels(), TrackModels()
+    whole.add_turns(7, landmarks, list(range(21)))
+    one.add_turns(7, landmarks, [10])
+    near = range(10 - TURN_HOLD, 10 + TURN_HOLD + 1)
+    expected = np.mean([tj if f % 2 == 0 else tm for f in near])
+    assert whole.turn(7, 10) == pytest.approx(expected) and one.turn(7, 10) == whole.turn(7, 10)
+    assert abs(whole.turn(7, 10) - whole.turn(7, 11)) < abs(tj - tm) / 4  # held: no longer flicking
+    assert one.turn(7, 11) is None and whole.turn(8, 10) is None

@@ -101,6 +101,9 @@ class SwapInput:
     # per crop how open the target's mouth is, 0-1, held along its track (track_models.add_mouths); None: the
     # swapper reads it from the crop's landmarks
     mouth_open: list[float | None] | None = None
+    # per crop the target's head turn (geometry68.turn), held along its track (track_models.add_turns); None: the
+    # swapper reads it from the crop's landmarks
+    turns: list[float | None] | None = None
 
 
 @dataclass

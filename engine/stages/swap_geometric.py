@@ -58,7 +58,7 @@ class SourceView:
     mesh: np.ndarray | None = None  # (468, 3) in the crop, or None (a landmarker without a mesh)
 
 
-# (crop size, target face size in plate pixels, target head turn, geometry68.turn) -> the views, weights summing to 1
+# (crop size, target face size in plate px, target head turn (geometry68.turn)) -> the views, weights summing to 1
 SourceProvider = Callable[[int, float, float], list[SourceView]]
 
 
@@ -85,25 +85,28 @@ class GeometricSwapper:
         region = np.zeros(batch.crops.shape[:3], np.float32)
         meshes = batch.meshes if batch.meshes is not None else [None] * len(batch.crops)
         mouths = batch.mouth_open if batch.mouth_open is not None else [None] * len(batch.crops)
+        turns = batch.turns if batch.turns is not None else [None] * len(batch.crops)
         for i, (crop, lm, mesh) in enumerate(zip(batch.crops, batch.landmarks, meshes, strict=True)):
             if lm is None:
                 raise ValueError("the geometric swapper needs 68 target landmarks")
-            out[i], keep[i], region[i] = self.swap_one(crop, lm, float(batch.face_sizes[i]), mesh, mouths[i])
+            out[i], keep[i], region[i] = self.swap_one(crop, lm, float(batch.face_sizes[i]), mesh, mouths[i],
+                                                       turns[i])
         return SwapOutput(crops=out, keep=keep, source_region=region)
 
     def swap_one(self, target: np.ndarray, target_lm68: np.ndarray, face_size: float,
-                 target_mesh: np.ndarray | None = None, mouth_open: float | None = None
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 target_mesh: np.ndarray | None = None, mouth_open: float | None = None,
+                 turn: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(swapped crop, mask of target features to restore after the lighting step, source-region mask: where
         the swap shows the source's own face; 0 on its hair, backdrop, ears and outside the warped mesh).
         ``mouth_open``: how open the target's mouth is (0-1, held along its track); None reads the landmarks. The
-        mesh warp (MESH_WARP, off) reads its own lips from the meshes instead.
+        mesh warp (MESH_WARP, off) reads its own lips from the meshes instead. ``turn``: the target's head turn (held
+        along its track); None reads the landmarks.
 
         With several source photos, the one whose head turn is nearest the target's paints it; between two, both
         are warped onto one shape (their destinations averaged) and cross-faded, so a turning head never pops."""
         size = target.shape[0]
         opening = mouth_openness(target_lm68) if mouth_open is None else float(mouth_open)
-        views = self._source(size, face_size, geometry68.turn(target_lm68))
+        views = self._source(size, face_size, geometry68.turn(target_lm68) if turn is None else float(turn))
         use_mesh = MESH_WARP and target_mesh is not None and all(v.mesh is not None for v in views)
         self.last_path = "mesh" if use_mesh else "68"
         if use_mesh:
@@ -113,12 +116,12 @@ class GeometricSwapper:
             dsts = [geometry68.with_forehead(self._blend_shape(target_lm68, v.points[:68], opening)) for v in views]
         dst = dsts[0] if len(views) == 1 else sum(v.weight * d for v, d in zip(views, dsts, strict=True))
         scale = mr.face_scale(dst) if use_mesh else geometry68.face_scale(dst)
-        result = np.zeros_like(target, dtype=np.float32)
-        region = np.zeros((size, size), np.float32)
-        for v in views:
-            painted, shown = self._paint(v, target, dst, target_mesh if use_mesh else None, size)
-            result += np.float32(v.weight) * painted if len(views) > 1 else painted
-            region += np.float32(v.weight) * shown if len(views) > 1 else shown
+        parts = [self._paint(v, target, dst, target_mesh if use_mesh else None, size) for v in views]
+        if len(views) == 1:
+            result, region = parts[0]
+        else:  # the cross-fade: the views' pixels and source regions, weighted
+            result = sum(np.float32(v.weight) * p for v, (p, _) in zip(views, parts, strict=True))
+            region = sum(np.float32(v.weight) * r for v, (_, r) in zip(views, parts, strict=True))
         keep = np.zeros((size, size), np.float32)
         if self.keep_eyes_mouth and use_mesh:
             keep = mesh_mouth_mask(target_mesh, size, scale, eyes=KEEP_EYES)
