@@ -75,7 +75,7 @@ def swap(ctx: JobContext, crops: list[Crop]) -> Swapped:
                                       mesh_warp.follow_landmarks(c.face.mesh468, c.face.landmarks68), c.m)
                                   for c in group],
                           mouth_open=[ctx.track_models.mouth_open(c.face.track_id, c.frame) for c in group],
-                          turns=[ctx.track_models.turn(c.face.track_id, c.frame) for c in group])
+                          turns=[_turn(ctx, c.face, c.frame) for c in group])
         return ctx.swapper.swap(batch, ctx.identity)
 
     groups = [crops] if ctx.swapper.size else [[c] for c in crops]  # varying sizes: one call per face

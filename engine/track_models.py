@@ -10,6 +10,7 @@ skin model are next to move into that table.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,18 @@ MOUTH_HOLD = 4
 TURN_HOLD = 4
 
 
+def _held(own: dict[int, float], frames: list[int], hold: int, reduce: Callable[[list[float]], Any]
+          ) -> dict[int, float]:
+    """Per frame of ``frames``: ``reduce`` of the track's own values (frame -> value) within ``hold`` frames of it;
+    frames with none nearby are left out."""
+    out = {}
+    for f in frames:
+        near = [own[g] for g in range(f - hold, f + hold + 1) if g in own]
+        if near:
+            out[f] = float(reduce(near))
+    return out
+
+
 @dataclass
 class TrackModels:
     """Per-track models of one job (see the module's note on where they come from)."""
@@ -147,21 +160,16 @@ class TrackModels:
         frame's value never depends on the range rendered). On a small face the landmarks' lip gap wanders: on
         walkers 17-48 the dark-haired boy's read from closed to 0.8 open while his lips stayed parted, and the swap
         kept the plate's lips on some frames only, the mouth flicking between the plate's and the source's."""
-        own = {f: mouth_openness(lm) for f, lm in landmarks.items()}
-        for f in frames:
-            near = [own[g] for g in range(f - MOUTH_HOLD, f + MOUTH_HOLD + 1) if g in own]
-            if near:
-                self.mouths[(track, f)] = float(max(near))
+        for f, v in _held({f: mouth_openness(lm) for f, lm in landmarks.items()}, frames, MOUTH_HOLD, max).items():
+            self.mouths[(track, f)] = v
 
     def add_turns(self, track: int, landmarks: dict[int, np.ndarray], frames: list[int]) -> None:
         """The track's head turn (geometry68.turn) on each of ``frames``: the mean over its frames within TURN_HOLD
         of it (``landmarks`` reaching TURN_HOLD beyond ``frames``, so a frame's value never depends on the range
         rendered)."""
-        own = {f: geometry68.turn(lm) for f, lm in landmarks.items()}
-        for f in frames:
-            near = [own[g] for g in range(f - TURN_HOLD, f + TURN_HOLD + 1) if g in own]
-            if near:
-                self.turns[(track, f)] = float(np.mean(near))
+        for f, v in _held({f: geometry68.turn(lm) for f, lm in landmarks.items()}, frames, TURN_HOLD,
+                          np.mean).items():
+            self.turns[(track, f)] = v
 
     def turn(self, track: int, frame: int) -> float | None:
         """The held head turn (``add_turns``); None without one (the swapper reads the crop's landmarks)."""
