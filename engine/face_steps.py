@@ -139,7 +139,7 @@ def mattes(ctx: JobContext, crops: list[Crop], swapped: Swapped, refined: list[n
         shown = layers.get("Occlusion")  # the face's tone is measured where no occluder covers it
         measures, skin, region = track_models.measure(target709, c.lm, c.size, c.m, s.matte_erode, s.matte_feather,
                                                       p.plate[..., :3], clear,
-                                                      None if shown is None else shown >= 0.99)
+                                                      None if shown is None else shown >= 0.99, c.target_lin)
         layers["Skin"] = skin
         keep = swapped.keeps[i] if swapped.keeps is not None else None
         stats = colour_match.skin_stats(target709, skin) if s.colour_match != "none" else None

@@ -44,7 +44,8 @@ def measure_region(skin: np.ndarray, landmark_matte: np.ndarray) -> np.ndarray:
 
 def measure(target709: np.ndarray, lm68: np.ndarray, size: int, m: np.ndarray, erode: float, feather: float,
             plate_lin: np.ndarray | None = None, clear: np.ndarray | None = None,
-            shown: np.ndarray | None = None) -> tuple[PlateMeasures, np.ndarray, np.ndarray]:
+            shown: np.ndarray | None = None, cut: np.ndarray | None = None
+            ) -> tuple[PlateMeasures, np.ndarray, np.ndarray]:
     """(the plate face's measures, its skin matte, where they were measured) from its linear Rec.709 crop and
     crop-space landmarks. ``plate_lin``: the frame (linear, any gamut) the crop was cut from; given, the detail
     figure is raised by what the cut and the paste's resampling take away (``resample_loss``), so the pasted
@@ -66,24 +67,27 @@ def measure(target709: np.ndarray, lm68: np.ndarray, size: int, m: np.ndarray, e
     if region.sum() >= _MIN_INNER_PX:
         detail = plate_detail(target709, region, plate_px(m))
         if plate_lin is not None:
-            loss = resample_loss(plate_lin, m, size, region)
+            loss = resample_loss(plate_lin, m, size, region, cut)
             detail = PlateDetail(detail.energy / loss, detail.grain, loss)
     return PlateMeasures(tone, detail), skin, region
 
 
-def resample_loss(plate_lin: np.ndarray, m: np.ndarray, size: int, region: np.ndarray) -> float:
+def resample_loss(plate_lin: np.ndarray, m: np.ndarray, size: int, region: np.ndarray,
+                  cut: np.ndarray | None = None) -> float:
     """Share of the plate's fine detail (the quality report's band, in plate pixels) that survives a cut into the
     crop and a paste back (the engine's own: a bicubic cut, engine.stages.align.sharp_warp, and a bilinear paste),
-    measured over ``region`` (crop space) on this frame; in [0.25, 1]. A ratio, so the plate's gamut does not matter."""
+    measured over ``region`` (crop space) on this frame; in [0.25, 1]. A ratio, so the plate's gamut does not matter.
+    ``cut``: the render's own sharp crop of this frame (``warp_crop(plate_lin, m, size, sharp=True)``), not cut
+    again."""
     box = paste_region(m, size, plate_lin.shape[:2])
     if box is None:
         return 1.0
     x0, y0, x1, y1 = box
-    back = warp_back(warp_crop(plate_lin, m, size, sharp=True), m, box)
+    back = warp_back(warp_crop(plate_lin, m, size, sharp=True) if cut is None else cut, m, box)
     w = warp_back(region.astype(np.float32), m, box) > 0.5
     if w.sum() < _MIN_INNER_PX:
         return 1.0
-    here = plate_lin[y0:y1, x0:x1]
+    here = np.ascontiguousarray(plate_lin[y0:y1, x0:x1])
     loss = hf_energy(back, w.astype(np.float32)) / max(hf_energy(here, w.astype(np.float32)), 1e-9)
     return float(np.clip(loss, 0.25, 1.0))
 

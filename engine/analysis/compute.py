@@ -63,14 +63,21 @@ class _Frames:
         self.run.emit({"type": "progress", "stage": "analyse", "done": self.done, "total": self.total})
 
     def read_lin(self, f: int) -> tuple[np.ndarray, str]:
-        rgba, gamut = self.run.plate.read(f)
+        """Frame ``f`` in linear light: from its kept bytes by table where the plate is 8-bit sRGB (no second
+        decode), else read."""
+        plate = self.run.plate
+        kept = self.kept.get(f) if plate.srgb_u8 else None
+        rgba, gamut = plate.from_u8(kept) if kept is not None else plate.read(f)
         return np.ascontiguousarray(rgba[..., :3]), gamut
 
     def u8(self, f: int) -> np.ndarray:
         self.tick()
         if f in self.kept:
             return self.kept[f]
-        u8 = self.u8_of(f, *self.read_lin(f))
+        plate = self.run.plate
+        # an 8-bit sRGB plate's decoded bytes are what the detectors see: the same bytes as the round trip
+        # through linear light gave (all 256 code values come back), without it
+        u8 = plate.read_u8(f) if plate.srgb_u8 else self.u8_of(f, *self.read_lin(f))
         if self.keep:
             self.kept[f] = u8
             if sum(a.nbytes for a in self.kept.values()) > KEEP_FRAMES_BYTES:

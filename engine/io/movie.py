@@ -77,8 +77,30 @@ class Movie:
         except av.error.FFmpegError as exc:  # a damaged packet: name the file, never an internal error
             raise EngineError(f"{self.what} '{self.path}' cannot be decoded ({exc})", "re-export the movie") from exc
 
+    @property
+    def deep(self) -> bool:
+        """More than 8 bits a sample: frames come as float, never as 8-bit."""
+        return self._deep
+
     def read(self, frame: int) -> np.ndarray:
         """Frame ``frame`` (1-based) as float32 RGBA with values as encoded (sRGB / Rec.709 video)."""
+        vf = self._frame(frame)
+        if self._deep:
+            rgb = vf.to_ndarray(format="rgb48le").astype(np.float32) / 65535.0
+        else:
+            rgb = vf.to_ndarray(format="rgb24").astype(np.float32) / 255.0
+        out = np.ones(rgb.shape[:2] + (4,), np.float32)
+        out[..., :3] = rgb
+        return out
+
+    def read_u8(self, frame: int) -> np.ndarray:
+        """Frame ``frame`` of an 8-bit movie as decoded: uint8 (H, W, 3), values as encoded."""
+        if self._deep:
+            raise ValueError(f"{self.path} has more than 8 bits a sample")
+        return self._frame(frame).to_ndarray(format="rgb24")
+
+    def _frame(self, frame: int):
+        """The decoded video frame ``frame`` (1-based)."""
         if not 1 <= frame <= self.frame_count:
             raise EngineError(f"{self.what} '{self.path}' has no frame {frame} (1-{self.frame_count})",
                               "choose a frame range inside the movie")
@@ -101,14 +123,7 @@ class Movie:
                     continue
                 self._next = number + 1
             if number == frame:
-                break
-        if self._deep:
-            rgb = vf.to_ndarray(format="rgb48le").astype(np.float32) / 65535.0
-        else:
-            rgb = vf.to_ndarray(format="rgb24").astype(np.float32) / 255.0
-        out = np.ones(rgb.shape[:2] + (4,), np.float32)
-        out[..., :3] = rgb
-        return out
+                return vf
 
     def close(self) -> None:
         self._container.close()

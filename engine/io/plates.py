@@ -7,6 +7,7 @@ has none), plus the gamut of that space. Pixels are never quantised on the way i
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,6 +110,7 @@ class Plate:
         self._files: dict[int, str] = {}
         self._pixels: np.ndarray | None = None
         self.still = False  # in-memory pixels: one image that stands for any frame asked for (pin_frames)
+        self.decodes: Counter[int] = Counter()  # frame -> times decoded from its file or movie (tests assert it)
         self.full_float = False
         path = src.path
         if src.pixels is not None:
@@ -162,12 +164,35 @@ class Plate:
                               "choose a frame range inside the plate")
         if self._pixels is not None:
             return self._pixels
+        self.decodes[frame] += 1
         if self._movie is not None:
             return self._movie.read(frame)
         return read_image_file(self._files[frame], self.what).rgba
 
+    @property
+    def srgb_u8(self) -> bool:
+        """Whether frames decode to 8-bit sRGB (an 8-bit movie read as sRGB): then ``read_u8`` gives the decoded
+        bytes (what the detectors see, no round trip through float) and ``from_u8`` linear light by table."""
+        return self._movie is not None and not self._movie.deep and self.space == "srgb"
+
+    def read_u8(self, frame: int) -> np.ndarray:
+        """An ``srgb_u8`` plate's frame as decoded: uint8 (H, W, 3) sRGB."""
+        if frame not in self.frames:
+            self.read_raw(frame)  # raises read_raw's message for a frame outside the plate
+        self.decodes[frame] += 1
+        return self._movie.read_u8(frame)
+
+    @staticmethod
+    def from_u8(u8: np.ndarray) -> tuple[np.ndarray, str]:
+        """``read``'s result from ``read_u8``'s bytes: the same float32 values, by table."""
+        out = np.ones(u8.shape[:2] + (4,), np.float32)
+        out[..., :3] = colour.SRGB_U8_TO_LINEAR[u8]
+        return out, "rec709"
+
     def read(self, frame: int) -> tuple[np.ndarray, str]:
         """(float32 RGBA in the plate's scene-linear space, its gamut)."""
+        if self.srgb_u8:
+            return self.from_u8(self.read_u8(frame))
         raw = self.read_raw(frame)
         lin, gamut = colour.decode_plate(raw[..., :3], self.space)
         if lin is raw[..., :3]:
