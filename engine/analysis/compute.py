@@ -65,9 +65,10 @@ class _Frames:
     def read_lin(self, f: int) -> tuple[np.ndarray, str]:
         """Frame ``f`` in linear light: from its kept bytes by table where the plate is 8-bit sRGB (no second
         decode), else read."""
-        plate = self.run.plate
-        kept = self.kept.get(f) if plate.srgb_u8 else None
-        rgba, gamut = plate.from_u8(kept) if kept is not None else plate.read(f)
+        kept = self.kept.get(f) if self.run.plate.srgb_u8 else None
+        if kept is not None:
+            return colour.SRGB_U8_TO_LINEAR[kept], "rec709"  # Plate.from_u8's values, without the alpha
+        rgba, gamut = self.run.plate.read(f)
         return np.ascontiguousarray(rgba[..., :3]), gamut
 
     def u8(self, f: int) -> np.ndarray:

@@ -156,12 +156,15 @@ class Plate:
             check_frame_span(first, last)  # before the list: 2**31 frame numbers would exhaust memory
             self.frames = list(range(first, last + 1))
 
-    def read_raw(self, frame: int) -> np.ndarray:
-        """Frame as stored, float32 RGBA, no colour conversion."""
+    def _check_frame(self, frame: int) -> None:
         if frame not in self.frames:
             have = frames_text(self.frames[0], self.frames[-1])
             raise EngineError(f"frame {frame} is outside the {self.what} ({have})",
                               "choose a frame range inside the plate")
+
+    def read_raw(self, frame: int) -> np.ndarray:
+        """Frame as stored, float32 RGBA, no colour conversion."""
+        self._check_frame(frame)
         if self._pixels is not None:
             return self._pixels
         self.decodes[frame] += 1
@@ -177,8 +180,7 @@ class Plate:
 
     def read_u8(self, frame: int) -> np.ndarray:
         """An ``srgb_u8`` plate's frame as decoded: uint8 (H, W, 3) sRGB."""
-        if frame not in self.frames:
-            self.read_raw(frame)  # raises read_raw's message for a frame outside the plate
+        self._check_frame(frame)
         self.decodes[frame] += 1
         return self._movie.read_u8(frame)
 

@@ -91,34 +91,22 @@ def sharp_warp(image: np.ndarray, m: np.ndarray, dsize: tuple[int, int], border:
 
 
 # Frame pixels kept around the box a crop samples: the bicubic's 4x4 support (2) and the 3x3 erode/dilate of
-# held_cubic (1), plus one for the fixed-point rounding of OpenCV's coordinates.
-_BOX_MARGIN = 4
-
-
-def source_box(m: np.ndarray, size: int, frame_shape: tuple[int, ...], margin: int = _BOX_MARGIN
-               ) -> tuple[int, int, int, int]:
-    """The frame box (x0, y0, x1, y1) that a ``size`` crop of frame -> crop matrix ``m`` reads, with ``margin``,
-    clipped to the frame (never empty: a crop wholly outside reads the frame's nearest edge, as replication does)."""
-    inv = invert(np.asarray(m, np.float64))
-    corners = transform_points(inv, np.array([[0, 0], [size, 0], [0, size], [size, size]], np.float64))
-    h, w = frame_shape[:2]
-    x0 = int(np.clip(np.floor(corners[:, 0].min()) - margin, 0, w - 1))
-    y0 = int(np.clip(np.floor(corners[:, 1].min()) - margin, 0, h - 1))
-    x1 = int(np.clip(np.ceil(corners[:, 0].max()) + margin + 1, x0 + 1, w))
-    y1 = int(np.clip(np.ceil(corners[:, 1].max()) + margin + 1, y0 + 1, h))
-    return x0, y0, x1, y1
+# held_cubic (1), plus two for the fixed-point rounding of OpenCV's coordinates.
+_BOX_MARGIN = 5
 
 
 def _in_box(image: np.ndarray, m: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """(the part of ``image`` a crop reads, the matrix from that part to the crop): no sample reaches past the
     margin, so the replicated border is never read. Whole-frame erode, dilate and warp cost 37-80 ms a face at
     1080p; the box's about 1 ms."""
-    x0, y0, x1, y1 = source_box(m, size, image.shape)
+    box = paste_region(m, size, image.shape[:2], _BOX_MARGIN)
     h, w = image.shape[:2]
-    if x0 == 0 or y0 == 0 or x1 == w or y1 == h:
+    if box is None or box[0] == 0 or box[1] == 0 or box[2] == w or box[3] == h:
         # A crop that reaches the frame's edge keeps the whole frame: there the held bicubic on the box differed
-        # from the frame's by up to 6e-3 (tests/test_align_box.py measures both), and edge faces are few.
+        # from the frame's by up to 6e-3 (replication at the edge against OpenCV's own border), and edge faces
+        # are few.
         return image, np.asarray(m, np.float64)
+    x0, y0, x1, y1 = box
     mm = np.asarray(m, np.float64).copy()
     mm[:, 2] += mm[:, :2] @ np.array([x0, y0], np.float64)
     return np.ascontiguousarray(image[y0:y1, x0:x1]), mm
@@ -163,13 +151,15 @@ def crop_size_for(face_size: float, lo: int = 128, hi: int = 2048) -> int:
     return int(np.clip(s, lo, hi))
 
 
-def paste_region(m: np.ndarray, size: int, frame_shape: tuple[int, int]) -> tuple[int, int, int, int] | None:
-    """Frame-space box (x0, y0, x1, y1) covered by a crop, clipped to the frame; None if outside."""
+def paste_region(m: np.ndarray, size: int, frame_shape: tuple[int, int], margin: int = 2
+                 ) -> tuple[int, int, int, int] | None:
+    """Frame-space box (x0, y0, x1, y1) covered by a crop with ``margin`` pixels round it, clipped to the frame;
+    None if outside."""
     inv = invert(m)
     corners = transform_points(inv, np.array([[0, 0], [size, 0], [0, size], [size, size]], np.float64))
     h, w = frame_shape
-    x0, y0 = np.floor(corners.min(0)).astype(int) - 2
-    x1, y1 = np.ceil(corners.max(0)).astype(int) + 2
+    x0, y0 = np.floor(corners.min(0)).astype(int) - margin
+    x1, y1 = np.ceil(corners.max(0)).astype(int) + margin
     x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, w), min(y1, h)
     if x1 <= x0 or y1 <= y0:
         return None
