@@ -10,7 +10,11 @@ import argparse
 import sys
 from typing import Any
 
-from engine import __version__, responsible  # responsible: watermark, audit, consent, export, provenance (issue 14)
+from engine import (  # responsible: watermark, audit, consent, export, provenance (issue 14)
+    __version__,
+    render_pool,  # --workers: threads per job
+    responsible,
+)
 from engine import settings as schema
 from engine.errors import EngineError, JobCancelled
 from engine.farm import command as farm  # analyse, farm, swap --analysis/--settings: render farms (issue 13)
@@ -64,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--output", required=True, metavar="DIR", help="folder for the EXRs (created if missing)")
     sw.add_argument("--frames", metavar="FIRST-LAST", help="frame range to render (default: the whole plate)")
     sw.add_argument("--source-colorspace", default="auto", help="colour space of the source photos [auto]")
+    sw.add_argument("--workers", type=int, default=None, metavar="N",
+                    help="frames rendered at once, one thread each [one per core]")
     sw.add_argument("--skip-existing", action="store_true", help="do not recompute frames whose EXR exists")
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
     sw.add_argument("--providers", default="auto",
@@ -141,6 +147,7 @@ def _swap(args: argparse.Namespace) -> int:
         frame_start=start,
         frame_end=end,
         skip_existing=args.skip_existing,
+        workers=render_pool.checked_workers(args.workers),
     )
     responsible.before_swap(args, job)
     printer = ProgressPrinter(quiet=args.quiet)

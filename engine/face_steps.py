@@ -39,16 +39,18 @@ def _turn(ctx: JobContext, face: Face, frame: int) -> float:
     return geometry68.turn(face.landmarks68) if held is None else held
 
 
-def align(ctx: JobContext, selected: dict[int, list[Face]], frames: list[int]
+def align(ctx: JobContext, selected: dict[int, list[Face]], frames: list[int],
+          decoded: dict[int, tuple[np.ndarray, str]] | None = None
           ) -> tuple[list[PendingFrame], list[Crop], list[int]]:
-    """Read each frame and cut its selected faces. Returns the frames, the crops and each crop's frame index."""
+    """Read each frame (or take it from ``decoded``: a render decodes on one thread, in frame order) and cut its
+    selected faces. Returns the frames, the crops and each crop's frame index."""
     pendings: list[PendingFrame] = []
     crops: list[Crop] = []
     owner: list[int] = []
     for f in frames:
         t0 = time.perf_counter()
-        rgba, gamut = ctx.plate.read(f)
-        plate_rgb = np.ascontiguousarray(rgba[..., :3])
+        rgba, gamut = decoded[f] if decoded is not None else ctx.plate.read(f)
+        plate_rgb = rgba[..., :3]  # a view: each crop copies only its box (align._in_box)
         warnings = [] if selected.get(f) else [f"no face to replace in frame {f}; wrote an empty matte"]
         for face in selected.get(f, []):
             if face.landmarks68 is None:

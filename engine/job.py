@@ -44,6 +44,7 @@ class SwapJob:
     # output_dir is a real path the server checked against an allowed root: the folder opened must be that one
     output_checked: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    workers: int | None = None  # threads rendering its frames (engine.render_pool); None: one per core
 
 
 # Events are JSON-able dicts with a "type" from engine.protocol.EVENT_TYPES (the one list, with their fields).

@@ -15,11 +15,12 @@ import os
 import threading
 import time
 from collections import OrderedDict, deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from engine import audit, consent, track_models
+from engine import audit, consent, render_pool, track_models
 from engine import settings as schema
 from engine.analysis import SOURCE_FACE_MODELS, AnalysisRun, FaceModels, ShotAnalysis, face_models, obtain
 from engine.analysis.stats import skin_stats_of
@@ -66,6 +67,7 @@ class Engine:
         self._sources: OrderedDict[str, tuple[SourceIdentity, list[str]]] = OrderedDict()
         self._textures: OrderedDict[tuple[str, str, bool, int], SourceViews] = OrderedDict()
         self._analyses: OrderedDict[str, ShotAnalysis] = OrderedDict()  # the last plates' shot analyses
+        self.jobs_at_once = 1  # renders side by side (the server's --render-workers): they share the cores
         self.fail_frames: frozenset[int] = frozenset()  # test hook: detector and mesh see nothing on these frames
 
     # ---- shared parts -------------------------------------------------------------------------------------
@@ -210,45 +212,75 @@ class Engine:
         return pendings
 
     @staticmethod
-    def _swap_chunk(ctx: JobContext, selected: dict[int, list[Face]], frames: list[int]) -> list[PendingFrame]:
+    def _swap_chunk(ctx: JobContext, selected: dict[int, list[Face]], frames: list[int],
+                    decoded: dict[int, tuple[np.ndarray, str]] | None = None) -> list[PendingFrame]:
         """align -> swap -> refine -> mattes, for every selected face of a chunk of frames at once."""
-        pendings, crops, owner = align(ctx, selected, frames)
+        pendings, crops, owner = align(ctx, selected, frames, decoded)
         if crops:
             swapped = swap(ctx, crops)
             refined = refine_crops(ctx, crops, swapped.crops)
             mattes(ctx, crops, swapped, refined, pendings, owner)
-        return pendings
+        return Engine._with_confidence(selected, pendings)
 
     def _render(self, ctx: JobContext, todo: list[int], writer: FrameWriter, prov: Provenance) -> None:
         """analyse -> select, then per chunk: align -> swap -> refine -> mattes, and per frame once its
-        neighbours are swapped: colour -> composite -> write."""
+        neighbours are swapped: colour -> composite -> write.
+
+        The main thread decodes each chunk, hands it to a worker, and takes results back in frame order:
+        a frame's colour window is filled in that order and frames reach the writer in it, so the pixels are
+        the same for any number of workers (engine.render_pool). At most ``workers`` chunks and ``workers``
+        frames are in flight: memory follows the workers, not the shot."""
         if not todo:
             return
         selected, stats = self._select(ctx, todo)
         window = ColourWindow(ctx, selected, stats)
         writer.start_clock()
         chunk = NEURAL_CHUNK_FRAMES if ctx.swapper.size else 1
-        pending: deque[PendingFrame] = deque()
+        workers = render_pool.workers_for(ctx.job.workers, self.jobs_at_once)
+        swaps: deque[tuple[int, Future]] = deque()  # (the chunk's last frame, its swapped frames)
+        finishing: deque[tuple[PendingFrame, Future]] = deque()  # frames being colour-matched and composited
+        pending: deque[PendingFrame] = deque()  # swapped, waiting for their colour window
 
-        def colour_composite_write(p: PendingFrame) -> None:
+        def colour_composite(p: PendingFrame) -> tuple[Any, np.ndarray]:
             ctx.check_cancel()
-            matched = window.matched(p)
-            layers, rgba = composite_frame(ctx, p, matched)
-            writer.write(p, *prov.mark(p, layers, rgba), prov.attributes(p))  # the watermark (issue 14)
+            return composite_frame(ctx, p, window.matched(p))
 
+        def write_first() -> None:
+            p, fut = finishing.popleft()
+            writer.write(p, *prov.mark(p, *fut.result()), prov.attributes(p))  # the watermark (issue 14)
+
+        def finish_ready(last_swapped: int | None) -> None:
+            while pending and (last_swapped is None or window.ready(pending[0], last_swapped)):
+                p = pending.popleft()
+                finishing.append((p, pool.submit(colour_composite, p)))
+                while len(finishing) > workers:
+                    write_first()
+
+        def take_first_swap() -> None:
+            last, fut = swaps.popleft()
+            for p in fut.result():
+                window.add(p)
+                pending.append(p)
+            finish_ready(last)  # its colour window is complete
+
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="ff-render")
         try:
-            for start in range(0, len(todo), chunk):
-                ctx.check_cancel()
-                frames = todo[start:start + chunk]
-                for p in self._with_confidence(selected, self._swap_chunk(ctx, selected, frames)):
-                    window.add(p)
-                    pending.append(p)
-                while pending and window.ready(pending[0], frames[-1]):  # its colour window is complete
-                    colour_composite_write(pending.popleft())
-            while pending:
-                colour_composite_write(pending.popleft())
+            with render_pool.pinned(workers):
+                for start in range(0, len(todo), chunk):
+                    ctx.check_cancel()
+                    frames = todo[start:start + chunk]
+                    decoded = {f: ctx.plate.read(f) for f in frames}  # one decoder, in frame order
+                    swaps.append((frames[-1], pool.submit(self._swap_chunk, ctx, selected, frames, decoded)))
+                    while len(swaps) > workers:
+                        take_first_swap()
+                while swaps:
+                    take_first_swap()
+                finish_ready(None)
+                while finishing:
+                    write_first()
             writer.finish()
         finally:
+            pool.shutdown(wait=True, cancel_futures=True)  # a failure or cancel leaves no worker behind
             writer.close()
 
     # ---- entry points -------------------------------------------------------------------------------------
@@ -314,7 +346,7 @@ class Engine:
             _frame_range(plate, frame, frame)
             ctx = self._context(job, s, plate, collect, None)
             selected, stats = self._select(ctx, [frame])
-            (p,) = self._with_confidence(selected, self._swap_chunk(ctx, selected, [frame]))
+            (p,) = self._swap_chunk(ctx, selected, [frame])
             window = ColourWindow(ctx, selected, stats)
             layers, rgba = mark_preview(ctx, p, *composite_frame(ctx, p, window.matched(p)))
         finally:

@@ -43,6 +43,7 @@ def test_requests_are_normalised():
                           output_dir="/out"))
     assert r["plate"] == {"path": "/p/plate.####.exr", "colorspace": "auto", "name": ""}
     assert r["frame_start"] is None and r["skip_existing"] is False and r["file_prefix"] == "facefusion"
+    assert r["workers"] is None  # one render thread per core (engine.render_pool)
     r = parse_request(req("echo", image=SLOT_IMG))
     assert r["image"]["shape"] == [4, 5, 4] and r["out_slot"] is None
     assert parse_request(req("cancel", job=3))["job"] == 3
@@ -68,6 +69,10 @@ def test_requests_are_normalised():
     ({"v": 1, "op": "render", "plate": {"path": "/p"}, "sources": [], "output_dir": "/o",
       "frame_start": 5, "frame_end": 2}, "before frame_start"),
     ({"v": 1, "op": "render", "plate": {"path": "/p"}, "output_dir": "/o"}, "missing field 'sources'"),
+    ({"v": 1, "op": "render", "plate": {"path": "/p"}, "sources": [], "output_dir": "/o", "workers": 0},
+     "'workers' must be at least 1"),
+    ({"v": 1, "op": "render", "plate": {"path": "/p"}, "sources": [], "output_dir": "/o", "workers": "4"},
+     "'workers' must be an integer"),
     ({"v": 1, "op": "preview", "plate": {"path": "/p"}, "sources": [], "frame": 1, "settings": []},
      "'settings' must be an object"),
     ({"v": 1, "op": "preview", "plate": "/p", "sources": [], "frame": 1}, "plate must be an object"),

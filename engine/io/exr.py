@@ -24,7 +24,10 @@ def write_exr(path: str, rgba: np.ndarray, layers: dict[str, np.ndarray], *, int
 
     h, w = rgba.shape[:2]
     names = ["R", "G", "B", "A"] + [f"{name}.A" for name in layers]
-    data = np.empty((h, w, len(names)), dtype=np.float32)
+    # Packed in the file's own type: numpy's float32 -> half rounding is OpenEXR's (nearest even, the same bits,
+    # NaN and infinities included), and OIIO then skips a conversion pass of its own (0.32 -> 0.23 CPU-s a frame
+    # for 14 channels at 1080p, bench/RESULTS.md).
+    data = np.empty((h, w, len(names)), dtype=np.float16 if half else np.float32)
     data[..., :4] = rgba
     for i, plane in enumerate(layers.values()):
         data[..., 4 + i] = plane

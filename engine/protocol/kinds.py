@@ -26,6 +26,7 @@ from .messages import (
 from .responsible import consent_records, parse_consent, parse_sign
 
 FRAME_MIN, FRAME_MAX = -(1 << 31), 1 << 31
+MAX_RENDER_WORKERS = 64  # a job's render threads (engine.render_pool)
 MAX_FRAMES_PER_JOB = 1_000_000  # 11.5 hours at 24 fps: far above any shot, far below what would exhaust memory
 
 
@@ -97,6 +98,8 @@ def _parse_render(msg: dict[str, Any]) -> dict[str, Any]:
         raise ProtocolError(f"frames {a} to {b} are {b - a + 1} frames, more than the {MAX_FRAMES_PER_JOB} one "
                             "job may render; split it into several jobs")
     out["skip_existing"] = bool_field(msg, "skip_existing", False)
+    # threads rendering the job's frames (engine.render_pool); null: one per core, shared with jobs side by side
+    out["workers"] = int_field(msg, "workers", required=False, nullable=True, lo=1, hi=MAX_RENDER_WORKERS)
     prefix = str_field(msg, "file_prefix", required=False, default="facefusion", max_len=64)
     if not FILE_PREFIX_RE.match(prefix):
         raise ProtocolError(f"file_prefix {prefix!r} must be 1-64 letters, digits, '.', '_' or '-', "

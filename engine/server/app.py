@@ -63,7 +63,7 @@ class Server(JobQueue):
         self.render_queue: deque[Job] = deque()
         self.interactive_queue: deque[Job] = deque()
         self.queue_cv = threading.Condition(self.lock)
-        self.engines = EngineHolder(opts.models_dir, opts.device)
+        self.engines = EngineHolder(opts.models_dir, opts.device, opts.render_workers)
         self.report = EngineReport(opts.models_dir)
         self.started = time.monotonic()
         self.last_active = time.monotonic()

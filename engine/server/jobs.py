@@ -61,9 +61,10 @@ class EngineHolder:
     concurrent jobs take turns, one frame at a time.
     """
 
-    def __init__(self, models_dir: str | None, device: str) -> None:
+    def __init__(self, models_dir: str | None, device: str, jobs_at_once: int = 1) -> None:
         self.models_dir = models_dir
         self.device = device
+        self.jobs_at_once = jobs_at_once  # --render-workers: the jobs' render threads share the cores
         self._engine: Any = None
         self._lock = threading.Lock()
 
@@ -76,6 +77,7 @@ class EngineHolder:
                     raise EngineError(f"the engine's pipeline cannot be loaded ({exc})",
                                       "reinstall the engine environment") from None
                 self._engine = Engine(models_dir=self.models_dir, device=self.device)
+                self._engine.jobs_at_once = self.jobs_at_once
             return self._engine
 
 
@@ -146,7 +148,8 @@ def run_render(engines: EngineHolder, req: dict[str, Any], plate: ImageInput, so
                cancel: threading.Event) -> JobOutput:
     job = SwapJob(sources=sources, plate=plate, output_dir=Path(req["output_dir"]), settings=settings,
                   frame_start=req["frame_start"], frame_end=req["frame_end"],
-                  skip_existing=req["skip_existing"], file_prefix=req["file_prefix"], output_checked=True)
+                  skip_existing=req["skip_existing"], file_prefix=req["file_prefix"], output_checked=True,
+                  workers=req.get("workers"))
     final: dict[str, Any] = {}
 
     def on_event(ev: dict[str, Any]) -> None:

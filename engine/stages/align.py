@@ -98,14 +98,14 @@ _BOX_MARGIN = 5
 def _in_box(image: np.ndarray, m: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """(the part of ``image`` a crop reads, the matrix from that part to the crop): no sample reaches past the
     margin, so the replicated border is never read. Whole-frame erode, dilate and warp cost 37-80 ms a face at
-    1080p; the box's about 1 ms."""
+    1080p; the box's about 1 ms. ``image`` may be a view (a frame's RGB of its RGBA): only what is read is copied."""
     box = paste_region(m, size, image.shape[:2], _BOX_MARGIN)
     h, w = image.shape[:2]
     if box is None or box[0] == 0 or box[1] == 0 or box[2] == w or box[3] == h:
         # A crop that reaches the frame's edge keeps the whole frame: there the held bicubic on the box differed
         # from the frame's by up to 6e-3 (replication at the edge against OpenCV's own border), and edge faces
         # are few.
-        return image, np.asarray(m, np.float64)
+        return np.ascontiguousarray(image), np.asarray(m, np.float64)
     x0, y0, x1, y1 = box
     mm = np.asarray(m, np.float64).copy()
     mm[:, 2] += mm[:, :2] @ np.array([x0, y0], np.float64)
