@@ -110,7 +110,7 @@ class Engine:
                       check_cancel: Any = lambda: None) -> ShotAnalysis:
         """The plate's shot analysis (computed over the whole plate once, then read from the cache)."""
         run = AnalysisRun(plate, s, emit, check_cancel, lambda stage, mid, **opts: self._analysis_backend(
-            stage, mid, emit, **opts), self.fail_frames)
+            stage, mid, emit, **opts), self.fail_frames, render_pool.workers_for(None, self.jobs_at_once))
         with self._lock:  # dlib's landmarker and recognizer are shared with the source analysis
             return obtain(run, self._analyses)
 

@@ -115,3 +115,32 @@ def test_opencv_runs_one_thread_while_a_job_with_several_workers_runs():
     assert cv2.getNumThreads() == before
     with render_pool.pinned(1):
         assert cv2.getNumThreads() == before
+
+
+@pytest.mark.parametrize("kind", ["movie", "exr"])
+def test_the_shot_analysis_measures_frames_side_by_side_to_the_same_record(kind, t1_shot, tmp_path, monkeypatch):
+    """An 8-bit movie's frames are measured from their kept bytes on the workers; an EXR sequence's are decoded
+    on the one thread that reads the plate. Either way the record is the one a single thread makes."""
+    from engine import settings as schema
+    from engine import shots
+    from engine.io.plates import Plate
+
+    monkeypatch.setenv("FACE_FUSION_CACHE_DIR", "off")
+    if kind == "movie":
+        photo = shots.load_photo_linear("t1")[150:520, 200:780]
+        frames, _ = shots.render_shot(photo, (320, 192), 8)
+        path = shots.write_movie(frames, str(tmp_path / "plate.mp4"), gop=4)
+    else:
+        path = t1_shot["pattern"]
+    records = {}
+    for cores in (1, 3):
+        monkeypatch.setattr(render_pool, "machine_cores", lambda cores=cores: cores)
+        plate = Plate(ImageInput(path=path))
+        try:
+            a = Engine().shot_analysis(plate, schema.validate({}))
+        finally:
+            plate.close()
+        assert a.tracks and all(t.embedding is not None for t in a.tracks)
+        a.info["seconds"] = 0.0
+        records[cores] = a.to_bytes()
+    assert records[1] == records[3]

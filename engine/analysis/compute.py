@@ -10,12 +10,15 @@ Small plates keep their 8-bit frames in memory between passes; larger ones are r
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from engine import render_pool
 from engine.analysis import models as am
 from engine.analysis import stats as track_stats
 from engine.analysis.record import ShotAnalysis, TrackRecord
@@ -46,6 +49,7 @@ class AnalysisRun:
     check_cancel: Callable[[], None]
     create: Callable[..., Any]  # create(stage, model_id, **options) -> backend (engine.stages.registry)
     fail_frames: frozenset[int] = frozenset()  # test hook: detector and mesh see nothing on these frames
+    workers: int = 1  # threads of the measuring pass (engine.render_pool); the result never depends on it
 
 
 class _Frames:
@@ -61,6 +65,10 @@ class _Frames:
         self.run.check_cancel()
         self.done += 1
         self.run.emit({"type": "progress", "stage": "analyse", "done": self.done, "total": self.total})
+
+    def has_bytes(self, f: int) -> bool:
+        """Whether ``read_lin(f)`` comes from kept bytes (any thread) rather than the decoder (one thread)."""
+        return self.run.plate.srgb_u8 and f in self.kept
 
     def read_lin(self, f: int) -> tuple[np.ndarray, str]:
         """Frame ``f`` in linear light: from its kept bytes by table where the plate is 8-bit sRGB (no second
@@ -177,33 +185,54 @@ def _measure(frames: _Frames, tracks: list[TrackRecord], recognizer: Any,
             embed_at.setdefault(t.first + i, []).append(k)
     values: list[dict[str, dict[int, Any]]] = [{name: {} for name in track_stats.TRACK_STATISTICS} for _ in tracks]
     vectors: list[list[np.ndarray]] = [[] for _ in tracks]
-    for f in frames.frames:
-        here = [k for k, t in enumerate(tracks) if f in t]
-        frames.tick()
-        if not here:
-            continue
-        lin, gamut = frames.read_lin(f)
+
+    def on_frame(f: int, here: list[int], read: tuple[np.ndarray, str] | None
+                 ) -> tuple[np.ndarray | None, dict[int, dict[str, Any]]]:
+        """One frame's eyelids and statistics (a worker thread: each frame touches only its own samples)."""
+        lin, gamut = read if read is not None else frames.read_lin(f)
         u8 = None
         meshed = [tracks[k] for k in here if _has_mesh(tracks[k], f)] if place_eyes is not None else []
-        if meshed:
+        if meshed or f in embed_at:
             u8 = frames.u8_of(f, lin, gamut)
-            for t in meshed:  # the 68 points follow; the eye centres (five points, box, crops) do not move
-                i = f - t.first
-                t.mesh468[i] = place_eyes(u8, t.mesh468[i])
-                t.landmarks68[i] = to_68(t.mesh468[i])
-        on_frame = {k: tracks[k].face(f) for k in here}
-        for k in here:
-            others = [o for j, o in on_frame.items() if j != k]
-            tf = track_stats.TrackFrame(f, lin, gamut, on_frame[k], others)
-            for name, v in track_stats.measure_all(tf).items():
-                values[k][name][f] = v
-        if f in embed_at:
-            if u8 is None:
-                u8 = frames.u8_of(f, lin, gamut)
-            faces = [tracks[k].face(f) for k in embed_at[f]]
-            recognizer.embed(u8, faces)
-            for k, face in zip(embed_at[f], faces, strict=True):
-                vectors[k].append(face.embeddings[recognizer.id])
+        for t in meshed:  # the 68 points follow; the eye centres (five points, box, crops) do not move
+            i = f - t.first
+            t.mesh468[i] = place_eyes(u8, t.mesh468[i])
+            t.landmarks68[i] = to_68(t.mesh468[i])
+        faces = {k: tracks[k].face(f) for k in here}
+        return u8, {k: track_stats.measure_all(track_stats.TrackFrame(
+            f, lin, gamut, faces[k], [o for j, o in faces.items() if j != k])) for k in here}
+
+    # Frames are measured side by side and taken back in frame order: the table and the identity's mean are
+    # the same for any number of threads. The recognizer (dlib's network) runs here, one frame at a time.
+    workers = frames.run.workers
+    pending: deque[tuple[int, Future]] = deque()
+    with ThreadPoolExecutor(workers, thread_name_prefix="ff-measure") as pool, render_pool.pinned(workers):
+        def take_first() -> None:
+            f, fut = pending.popleft()
+            u8, measured = fut.result()
+            for k, stats in measured.items():
+                for name, v in stats.items():
+                    values[k][name][f] = v
+            if f in embed_at:
+                faces = [tracks[k].face(f) for k in embed_at[f]]
+                recognizer.embed(u8, faces)
+                for k, face in zip(embed_at[f], faces, strict=True):
+                    vectors[k].append(face.embeddings[recognizer.id])
+
+        try:
+            for f in frames.frames:
+                here = [k for k, t in enumerate(tracks) if f in t]
+                frames.tick()
+                if here:  # a frame not kept is decoded here: the plate's decoder is sequential, one thread
+                    read = None if frames.has_bytes(f) else frames.read_lin(f)
+                    pending.append((f, pool.submit(on_frame, f, here, read)))
+                while len(pending) > workers:
+                    take_first()
+            while pending:
+                take_first()
+        finally:
+            for _, fut in pending:  # a cancel: what has not started never starts
+                fut.cancel()
     for k, t in enumerate(tracks):
         t.stats = track_stats.pooled(values[k])
         t.embedding = np.mean(vectors[k], axis=0) if vectors[k] else None
