@@ -14,8 +14,7 @@ import json
 import os
 import threading
 import time
-from collections import OrderedDict, deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -226,10 +225,7 @@ class Engine:
         """analyse -> select, then per chunk: align -> swap -> refine -> mattes, and per frame once its
         neighbours are swapped: colour -> composite -> write.
 
-        The main thread decodes each chunk, hands it to a worker, and takes results back in frame order:
-        a frame's colour window is filled in that order and frames reach the writer in it, so the pixels are
-        the same for any number of workers (engine.render_pool). At most ``workers`` chunks and ``workers``
-        frames are in flight: memory follows the workers, not the shot."""
+        The chunks go to ``workers`` threads and come back in frame order (engine.render_pool)."""
         if not todo:
             return
         selected, stats = self._select(ctx, todo)
@@ -237,51 +233,9 @@ class Engine:
         writer.start_clock()
         chunk = NEURAL_CHUNK_FRAMES if ctx.swapper.size else 1
         workers = render_pool.workers_for(ctx.job.workers, self.jobs_at_once)
-        swaps: deque[tuple[int, Future]] = deque()  # (the chunk's last frame, its swapped frames)
-        finishing: deque[tuple[PendingFrame, Future]] = deque()  # frames being colour-matched and composited
-        pending: deque[PendingFrame] = deque()  # swapped, waiting for their colour window
-
-        def colour_composite(p: PendingFrame) -> tuple[Any, np.ndarray]:
-            ctx.check_cancel()
-            return composite_frame(ctx, p, window.matched(p))
-
-        def write_first() -> None:
-            p, fut = finishing.popleft()
-            writer.write(p, *prov.mark(p, *fut.result()), prov.attributes(p))  # the watermark (issue 14)
-
-        def finish_ready(last_swapped: int | None) -> None:
-            while pending and (last_swapped is None or window.ready(pending[0], last_swapped)):
-                p = pending.popleft()
-                finishing.append((p, pool.submit(colour_composite, p)))
-                while len(finishing) > workers:
-                    write_first()
-
-        def take_first_swap() -> None:
-            last, fut = swaps.popleft()
-            for p in fut.result():
-                window.add(p)
-                pending.append(p)
-            finish_ready(last)  # its colour window is complete
-
-        pool = ThreadPoolExecutor(workers, thread_name_prefix="ff-render")
-        try:
-            with render_pool.pinned(workers):
-                for start in range(0, len(todo), chunk):
-                    ctx.check_cancel()
-                    frames = todo[start:start + chunk]
-                    decoded = {f: ctx.plate.read(f) for f in frames}  # one decoder, in frame order
-                    swaps.append((frames[-1], pool.submit(self._swap_chunk, ctx, selected, frames, decoded)))
-                    while len(swaps) > workers:
-                        take_first_swap()
-                while swaps:
-                    take_first_swap()
-                finish_ready(None)
-                while finishing:
-                    write_first()
-            writer.finish()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)  # a failure or cancel leaves no worker behind
-            writer.close()
+        render_pool.render_frames(ctx, [todo[i:i + chunk] for i in range(0, len(todo), chunk)], workers,
+                                  lambda frames, decoded: self._swap_chunk(ctx, selected, frames, decoded),
+                                  lambda p: composite_frame(ctx, p, window.matched(p)), window, writer, prov)
 
     # ---- entry points -------------------------------------------------------------------------------------
     def run(self, job: SwapJob, on_event: EventSink = _noop, cancel: threading.Event | None = None) -> dict:

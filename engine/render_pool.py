@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any
 
 from engine.errors import EngineError
 from engine.protocol.kinds import MAX_RENDER_WORKERS as MAX_WORKERS
@@ -72,3 +75,57 @@ def pinned(workers: int) -> Iterator[None]:
             _pinned_jobs -= 1
             if _pinned_jobs == 0 and _cv2_threads is not None:
                 cv2.setNumThreads(_cv2_threads)
+
+
+def render_frames(ctx: Any, chunks: list[list[int]], workers: int, swap: Callable[[list[int], dict], list],
+                  finish: Callable[[Any], tuple[Any, Any]], window: Any, writer: Any, prov: Any) -> None:
+    """Swap each chunk, then colour-match and composite each frame once its colour window is complete, on
+    ``workers`` threads; write in frame order. The main thread decodes each chunk in frame order (one decoder)
+    and takes results back in that order, so a frame's colour window fills as with one thread and frames reach
+    the writer in order. At most ``workers`` chunks and ``workers`` frames are in flight: memory follows the
+    workers, not the shot. ``swap(frames, decoded)`` -> the chunk's PendingFrames; ``finish(p)`` -> (layers,
+    rgba); ``window``: the job's ColourWindow; ``writer``/``prov``: its FrameWriter and Provenance."""
+    swaps: deque[tuple[int, Future]] = deque()  # (the chunk's last frame, its swapped frames)
+    finishing: deque[tuple[Any, Future]] = deque()  # frames being colour-matched and composited
+    pending: deque[Any] = deque()  # swapped, waiting for their colour window
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="ff-render")
+
+    def colour_composite(p: Any) -> tuple[Any, Any]:
+        ctx.check_cancel()
+        return finish(p)
+
+    def write_first() -> None:
+        p, fut = finishing.popleft()
+        writer.write(p, *prov.mark(p, *fut.result()), prov.attributes(p))  # the watermark (issue 14)
+
+    def finish_ready(last_swapped: int | None) -> None:
+        while pending and (last_swapped is None or window.ready(pending[0], last_swapped)):
+            p = pending.popleft()
+            finishing.append((p, pool.submit(colour_composite, p)))
+            while len(finishing) > workers:
+                write_first()
+
+    def take_first_swap() -> None:
+        last, fut = swaps.popleft()
+        for p in fut.result():
+            window.add(p)
+            pending.append(p)
+        finish_ready(last)  # its colour window is complete
+
+    try:
+        with pinned(workers):
+            for frames in chunks:
+                ctx.check_cancel()
+                decoded = {f: ctx.plate.read(f) for f in frames}  # one decoder, in frame order
+                swaps.append((frames[-1], pool.submit(swap, frames, decoded)))
+                while len(swaps) > workers:
+                    take_first_swap()
+            while swaps:
+                take_first_swap()
+            finish_ready(None)
+            while finishing:
+                write_first()
+        writer.finish()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # a failure or cancel leaves no worker behind
+        writer.close()
