@@ -21,6 +21,7 @@ from engine.analysis.compute import AnalysisRun, analyse_plate
 from engine.analysis.models import SOURCE_FACE_MODELS, FaceModels, analysis_settings, face_models
 from engine.analysis.record import ShotAnalysis, TrackRecord
 from engine.cachekey import file_identity
+from engine.io import memory
 
 __all__ = ["SOURCE_FACE_MODELS", "AnalysisRun", "FaceModels", "ShotAnalysis", "TrackRecord", "analysis_key",
            "face_models", "obtain"]
@@ -51,6 +52,7 @@ def obtain(run: AnalysisRun, memo: OrderedDict[str, ShotAnalysis] | None = None)
     analysis = store.load(key)
     if analysis is None:
         analysis = analyse_plate(run)
+        memory.give_back_freed()  # the kept frames are gone: the render does not grow on top of their pages
         problem = store.save(key, analysis)
         if problem:
             run.emit({"type": "warning", "frame": None, "message": problem})
