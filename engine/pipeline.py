@@ -106,10 +106,11 @@ class Engine:
         return sorted(faces, key=lambda f: f.centre[0])
 
     def shot_analysis(self, plate: Plate, s: Any, emit: EventSink = _noop,
-                      check_cancel: Any = lambda: None) -> ShotAnalysis:
-        """The plate's shot analysis (computed over the whole plate once, then read from the cache)."""
+                      check_cancel: Any = lambda: None, workers: int | None = None) -> ShotAnalysis:
+        """The plate's shot analysis (computed over the whole plate once, then read from the cache) on
+        ``workers`` threads (None: one per core; the job's own ``workers`` when a render asks)."""
         run = AnalysisRun(plate, s, emit, check_cancel, lambda stage, mid, **opts: self._analysis_backend(
-            stage, mid, emit, **opts), self.fail_frames, render_pool.workers_for(None, self.jobs_at_once))
+            stage, mid, emit, **opts), self.fail_frames, render_pool.workers_for(workers, self.jobs_at_once))
         with self._lock:  # dlib's landmarker and recognizer are shared with the source analysis
             return obtain(run, self._analyses)
 
@@ -186,7 +187,7 @@ class Engine:
                 ) -> tuple[dict[int, list[Face]], dict[tuple[int, int], SkinStats]]:
         """analyse -> select: the faces to replace in the rendered frames, and the plate skin statistics of their
         tracks over each frame's colour window (from the shot analysis: never from the job's frame range)."""
-        analysis = self.shot_analysis(ctx.plate, ctx.settings, ctx.emit, ctx.check_cancel)
+        analysis = self.shot_analysis(ctx.plate, ctx.settings, ctx.emit, ctx.check_cancel, ctx.job.workers)
         # the colour window, the held mouth openness and head turn
         reach = max(ctx.radius, track_models.MOUTH_HOLD, track_models.TURN_HOLD)
         near = sorted({g for f in todo for g in range(f - reach, f + reach + 1)} & set(analysis.frames))

@@ -67,7 +67,7 @@ class ChunkEngine(Engine):
         self.analysis_path = analysis_path
 
     def shot_analysis(self, plate: Plate, s: Any, emit: EventSink = lambda e: None,
-                      check_cancel: Any = lambda: None) -> ShotAnalysis:
+                      check_cancel: Any = lambda: None, workers: int | None = None) -> ShotAnalysis:
         return shot_file.read(self.analysis_path, plate, s)
 
     def run(self, job: SwapJob, on_event: EventSink = lambda e: None,
