@@ -125,6 +125,13 @@ def _parse_frame_job(msg: dict[str, Any], sources_required: bool) -> dict[str, A
             "out_slot": _out_slot(msg), "consent": consent_records(msg)}
 
 
+def _parse_host_frame(msg: dict[str, Any]) -> dict[str, Any]:
+    """A compositing host's final frame (issue 37, the OpenFX plugin): pixels in, pixels back, audited."""
+    out = _parse_frame_job(msg, True)
+    out["host"] = str_field(msg, "host", required=False, default="", max_len=256)  # named in the audit line
+    return out
+
+
 def _parse_echo(msg: dict[str, Any]) -> dict[str, Any]:
     image = check_image(msg.get("image"), "image")
     if "slot" not in image:
@@ -153,6 +160,10 @@ def _analyse_result(ev: dict[str, Any], layers: Layers) -> list[dict[str, Any]]:
     return faces
 
 
+def _host_frame_result(ev: dict[str, Any], layers: Layers) -> dict[str, Any]:
+    return {**(ev.get("result") or {}), "layers": layers}
+
+
 def _fields_result(ev: dict[str, Any], _layers: Layers) -> dict[str, Any]:
     return dict(ev.get("result") or {})
 
@@ -162,6 +173,9 @@ JOB_KINDS: dict[str, JobKind] = {k.name: k for k in (
             pixels_back=False),
     JobKind("preview", lambda m: _parse_frame_job(m, True), "run_preview", _preview_result),
     JobKind("analyse", lambda m: _parse_frame_job(m, False), "run_analyse", _analyse_result),
+    # A host's render is a deliverable (issue 37): the render lane, watermark, consent, audit line and provenance,
+    # like "render", with the pixels back in a slot like "preview".
+    JobKind("frame", _parse_host_frame, "run_frame", _host_frame_result, lane="render"),
     JobKind("echo", _parse_echo, "run_echo", lambda _ev, layers: layers["rgba"], image="image", settings=False),
     # Responsible use (issue 14): no main image; results are JSON fields. "sign" writes into Blender's output folder.
     JobKind("consent", lambda m: parse_consent(m, _sources(m, True)), "run_consent", _fields_result, image="",
