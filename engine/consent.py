@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import datetime
+import errno
 import fcntl
 import getpass
 import hashlib
@@ -26,6 +27,8 @@ from typing import Any
 
 from engine import policy
 from engine.errors import EngineError
+from engine.io import atomic, bounded_json
+from engine.io.files import open_regular
 from engine.job import ImageInput, SwapJob
 from engine.models.catalogue import default_models_dir
 
@@ -71,26 +74,72 @@ def identity_digest(sources: list[ImageInput]) -> str:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+    """The store, checked entry by entry: anything this engine would not have written is refused with the entry
+    and field named (a store edited by hand, or another version's, must not become a traceback mid-render)."""
+    todo = f"fix or remove the entry, or set ${ENV_FILE} to another store"
+    try:  # never through a link (whoever planted it would choose the consents) and never blocked on a FIFO
+        fd = open_regular(str(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return {}
+    except OSError as exc:
+        why = "it is a symbolic link (the store must be the file itself)" if exc.errno == errno.ELOOP else \
+            (exc.strerror or str(exc))
+        raise EngineError(f"the consent store {path} cannot be read ({why})",
+                          f"point ${ENV_FILE} at the store itself") from exc
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            raw = fh.read(MAX_STORE_BYTES + 1)
+        if len(raw) > MAX_STORE_BYTES:
+            raise ValueError(f"larger than {MAX_STORE_BYTES >> 20} MB")
+        data = bounded_json.loads(raw)
     except (OSError, ValueError) as exc:
         raise EngineError(f"the consent store {path} cannot be read ({exc})", f"fix it or set ${ENV_FILE}") from exc
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        raise EngineError(f"the consent store {path} is not a JSON object", f"fix it or set ${ENV_FILE}")
+    for key, entry in data.items():
+        problem = _entry_problem(entry)
+        if problem:
+            raise EngineError(f"the consent store {path}: the entry {key[:16]!r} {problem}", todo)
+    return data
+
+
+MAX_STORE_BYTES = 64 << 20  # thousands of identities fit in a few MB
+
+
+def _entry_problem(entry: Any) -> str | None:
+    if not isinstance(entry, dict):
+        return f"is a {type(entry).__name__}, not an object"
+    for name in ("identity", "who", "when", "note"):
+        if name in entry and not isinstance(entry[name], str):
+            return f"has a '{name}' that is not text"
+    if "revoked" in entry:
+        rev = entry["revoked"]
+        if not isinstance(rev, dict):
+            return "has a 'revoked' that is not an object with 'who' and 'when'"
+        if not isinstance(rev.get("when"), str) or not isinstance(rev.get("who", ""), str):
+            return "has a 'revoked' without its 'when' (or 'who') as text"
+    return None
 
 
 def _update(change: Any) -> dict[str, Any]:
     """Read-modify-write the store under an exclusive lock, replaced atomically."""
     path = store_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(str(path) + ".lock", "a") as lock:
+    # The lock file is opened without following a link (a studio share is where another user can plant one).
+    lock_path = str(path) + ".lock"
+    try:
+        lock = open_regular(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise EngineError(f"the consent store's lock file {lock_path} cannot be opened ("
+                          + ("it is a symbolic link, never written through" if exc.errno == errno.ELOOP else
+                             exc.strerror or str(exc)) + ")", f"remove it, or set ${ENV_FILE}") from exc
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         data = _read(path)
         entry = change(data)
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic.write_text(path, json.dumps(data, indent=1, sort_keys=True), sync=True)
+    finally:
+        os.close(lock)  # releases the lock
     return entry
 
 

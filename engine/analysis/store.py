@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import numpy as np
 from engine import __version__
 from engine.analysis.record import FORMAT, ShotAnalysis
 from engine.analysis.stats import signature
+from engine.io import atomic
 from engine.io.files import open_regular
 
 ENV_CACHE_DIR = "FACE_FUSION_CACHE_DIR"
@@ -97,14 +97,7 @@ def save(key: str, analysis: ShotAnalysis) -> str | None:
         return None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".analysis.", suffix=".npz", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(analysis.to_bytes())
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        atomic.write_bytes(path, analysis.to_bytes())
     except OSError as exc:
         return f"could not store the shot analysis in {path.parent} ({exc}); the next job analyses again"
     return None

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from engine import policy
 from engine.errors import EngineError
+from engine.io import atomic
 from engine.models.catalogue import default_models_dir
 
 ENV_CERT, ENV_KEY = "FACE_FUSION_C2PA_CERT", "FACE_FUSION_C2PA_KEY"
@@ -81,8 +82,4 @@ def generate(folder: Path) -> None:
     key_pem = leaf_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     for name, data, mode in (("signer_key.pem", key_pem, 0o600),
                              ("chain.pem", leaf.public_bytes(pem) + root.public_bytes(pem), 0o644)):
-        tmp = folder / f"{name}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, folder / name)
+        atomic.write_bytes(folder / name, data, mode, sync=True)

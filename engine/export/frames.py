@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 
 from engine.errors import EngineError
-from engine.io import colour
+from engine.io import atomic, colour
 from engine.io.exr import read_exr
 
 IMAGE_EXT = {".png": [], ".jpg": [cv2.IMWRITE_JPEG_QUALITY, 95], ".jpeg": [cv2.IMWRITE_JPEG_QUALITY, 95],
@@ -38,10 +38,9 @@ def write_image(rgb_u8: np.ndarray, path: str, quality: int | None = None) -> st
         raise EngineError(f"cannot export to '{ext}'", "use .png, .jpg, .tif or .mp4")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     params = [cv2.IMWRITE_JPEG_QUALITY, quality] if quality and ext in (".jpg", ".jpeg") else IMAGE_EXT[ext]
-    tmp = f"{path}.partial{ext}"
-    if not cv2.imwrite(tmp, np.ascontiguousarray(rgb_u8[..., ::-1]), params):
-        raise EngineError(f"could not write {path}", "check the folder and the free space")
-    os.replace(tmp, path)
+    with atomic.private_path(path) as tmp:  # OpenCV opens by name: a private 0700 folder, never a planted link
+        if not cv2.imwrite(tmp, np.ascontiguousarray(rgb_u8[..., ::-1]), params):
+            raise EngineError(f"could not write {path}", "check the folder and the free space")
     return path
 
 
@@ -53,8 +52,7 @@ def write_movie(frames: Iterable[np.ndarray], path: str, fps: float = 25.0, crf:
     import av
 
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.partial.mp4"
-    with av.open(tmp, "w") as box:
+    with atomic.private_path(path) as tmp, av.open(tmp, "w") as box:  # PyAV opens by name: a private 0700 folder
         stream = None
         for rgb in frames:
             if stream is None:
@@ -70,5 +68,4 @@ def write_movie(frames: Iterable[np.ndarray], path: str, fps: float = 25.0, crf:
             raise EngineError("no frames to export", "check the frame range")
         for packet in stream.encode():
             box.mux(packet)
-    os.replace(tmp, path)
     return path

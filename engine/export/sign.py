@@ -12,6 +12,7 @@ from typing import Any
 
 from engine import __version__
 from engine.export.certs import chain_and_key
+from engine.io import atomic
 
 IPTC = "http://cv.iptc.org/newscodes/digitalsourcetype/"
 MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".tif": "image/tiff",
@@ -82,14 +83,10 @@ def sign_in_place(path: str, definition: dict[str, Any]) -> str | None:
 
         chain, key, _studio = chain_and_key()
         info = c2pa.C2paSignerInfo(b"es256", chain, key, None)
-        tmp = f"{path}.signing{ext}"
         with c2pa.Signer.from_info(info) as signer, c2pa.Builder(json.dumps(definition)) as builder, \
-                open(path, "rb") as src, open(tmp, "wb") as dst:
+                open(path, "rb") as src, atomic.atomic_file(path) as dst:  # never written through a link
             builder.sign(signer, MIME[ext], src, dst)
-        os.replace(tmp, path)
     except Exception as exc:  # c2pa raises its own C2paError family; the unsigned file stays
-        if "tmp" in locals() and os.path.exists(tmp):
-            os.unlink(tmp)
         return f"{path} was written but not signed ({type(exc).__name__}: {exc})"
     return None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from typing import Any
 
@@ -56,7 +57,7 @@ def write_job(args: argparse.Namespace) -> int:
     write_json(path, doc)
     if not args.manager:
         print(f"wrote the Flamenco job {path}; submit it with:\n  curl -X POST -H 'Content-Type: application/json' "
-              f"--data @{path} http://MANAGER:8080/api/v3/jobs")
+              f"--data {shlex.quote('@' + path)} http://MANAGER:8080/api/v3/jobs")  # pasted as itself
         return 0
     try:
         reply = flamenco_api.submit(args.manager, doc)

@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 from engine.errors import EngineError
+from engine.io import atomic
 
 ROOT = Path(__file__).resolve().parents[2]  # the folder that holds engine/ and packaging/
 TEMPLATE = ROOT / "packaging" / "openjd" / "face-fusion.yaml"
@@ -80,7 +81,7 @@ def shot_values(args: argparse.Namespace, settings_dir: str) -> dict[str, Any]:
         load_settings_file(settings)  # refuses a bad file now
     else:
         settings = os.path.join(settings_dir, "settings.json")
-        Path(settings).write_text("{}\n", encoding="utf-8")
+        atomic.write_text(settings, "{}\n")
     output = os.path.abspath(args.output)
     os.makedirs(output, exist_ok=True)
     return {"SourcePhotos": source, "PlateFolder": os.path.dirname(plate_path),
@@ -119,18 +120,17 @@ def write_bundle(args: argparse.Namespace) -> int:
     os.makedirs(bundle, exist_ok=True)
     args.engine_folder = os.path.abspath(args.engine_folder)
     values = shot_values(args, bundle)
-    shutil.copyfile(TEMPLATE, os.path.join(bundle, "template.yaml"))
+    atomic.copy_file(TEMPLATE, os.path.join(bundle, "template.yaml"))
     write_json(os.path.join(bundle, "parameters.json"), values)
     write_json(os.path.join(bundle, "parameter_values.json"),
                 {"parameterValues": [{"name": k, "value": v} for k, v in values.items()]})
+    # Quoted for the shell: a path holding $(...), quotes or spaces is pasted as itself, never run.
+    template, params = os.path.join(bundle, "template.yaml"), "file://" + os.path.join(bundle, "parameters.json")
     print(f"wrote the job bundle {bundle}; run it here with:\n"
-          f"  openjd run {os.path.join(bundle, 'template.yaml')} --step Render --run-dependencies "
-          f"-p file://{os.path.join(bundle, 'parameters.json')}\n"
-          f"or submit the folder to Deadline Cloud (deadline bundle submit {bundle})")
+          f"  openjd run {shlex.quote(template)} --step Render --run-dependencies -p {shlex.quote(params)}\n"
+          f"or submit the folder to Deadline Cloud ({shlex.join(['deadline', 'bundle', 'submit', bundle])})")
     return 0
 
 
 def write_json(path: str, doc: Any) -> None:
-    tmp = path + ".partial"
-    Path(tmp).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic.write_text(path, json.dumps(doc, indent=2) + "\n")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
 from typing import Any
 
 from engine import __version__
@@ -21,6 +20,7 @@ from engine.analysis.record import FORMAT
 from engine.analysis.stats import signature
 from engine.errors import EngineError
 from engine.frame_pattern import stat_rows
+from engine.io import atomic
 from engine.io.plates import Plate
 
 KIND = "face-fusion shot analysis"
@@ -53,21 +53,10 @@ def write(path: str, analysis: ShotAnalysis, head: dict[str, Any]) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial", dir=folder)
+        atomic.write_bytes(path, data)
     except OSError as exc:
-        raise EngineError(f"cannot write the shot analysis in '{folder}' ({exc.strerror})",
+        raise EngineError(f"cannot write the shot analysis '{path}' ({exc.strerror or exc})",
                           "choose a folder on the shared storage that you can write to") from exc
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def missing(path: str) -> EngineError:

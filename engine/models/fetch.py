@@ -9,7 +9,7 @@ from __future__ import annotations
 import http.client
 import importlib.util
 import os
-import shutil
+import stat
 import sys
 import time
 import urllib.error
@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.io.files import open_regular
 from engine.models import verify, wheel_members
 from engine.models.catalogue import ModelEntry, Source
 
@@ -88,7 +89,11 @@ def download(url: str, part: Path, *, expected_size: int | None = None,
     An interrupted download leaves ``part`` in place, so the next call continues where it stopped.
     """
     part.parent.mkdir(parents=True, exist_ok=True)
-    start = part.stat().st_size if part.exists() else 0
+    try:
+        st = os.lstat(part)
+        start = st.st_size if stat.S_ISREG(st.st_mode) else 0  # a link or special file is refused at open below
+    except FileNotFoundError:
+        start = 0
     try:
         resp = _open(url, start)
     except urllib.error.HTTPError as exc:
@@ -104,7 +109,14 @@ def download(url: str, part: Path, *, expected_size: int | None = None,
         length = resp.headers.get("Content-Length")
         total = start + int(length) if length is not None else expected_size
         done = start
-        with open(part, "ab" if start else "wb") as fh:
+        # The part keeps a fixed name so that a download resumes; it is opened without following a link.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_APPEND if start else os.O_TRUNC)
+        try:
+            fd = open_regular(str(part), flags, 0o644)
+        except OSError as exc:
+            raise FetchError(f"cannot write {part} ({exc.strerror or exc}: a link or special file planted there is "
+                             "never written through); remove it and run again") from exc
+        with os.fdopen(fd, "ab" if start else "wb") as fh:
             try:
                 while chunk := resp.read(1 << 16):
                     fh.write(chunk)
@@ -217,24 +229,21 @@ def _fetch_one(entry: ModelEntry, source: Source, models_dir: Path, crc: str | N
     finally:
         if bar:
             bar.close()
-    candidate = part
-    if source.kind == "zip":
-        candidate = models_dir / (entry.file + ".part")
-        try:
-            with zipfile.ZipFile(part) as zf:
-                name = next(n for n in zf.namelist() if n == source.member or n.endswith("/" + str(source.member)))
-                with zf.open(name) as src_fh, open(candidate, "wb") as dst:
-                    shutil.copyfileobj(src_fh, dst, 1 << 20)
-        except (zipfile.BadZipFile, StopIteration) as exc:
-            part.unlink(missing_ok=True)
-            raise FetchError(f"{source.url}: not a zip holding {source.member}") from exc
-        part.unlink(missing_ok=True)
-    try:
-        d = verify.check(entry, candidate, crc)
+    try:  # copied into place through engine.io.atomic, checked as it is written: a bad file never lands
+        with open(part, "rb") as fh:
+            if source.kind == "zip":
+                with zipfile.ZipFile(fh) as zf:
+                    name = next(n for n in zf.namelist() if n == source.member or n.endswith("/" + str(source.member)))
+                    with zf.open(name) as src_fh:
+                        d = verify.copy_checked(src_fh, final, entry, crc)
+            else:
+                d = verify.copy_checked(fh, final, entry, crc)
+    except (zipfile.BadZipFile, StopIteration) as exc:
+        raise FetchError(f"{source.url}: not a zip holding {source.member}") from exc
     except verify.HashMismatch as exc:
-        candidate.unlink(missing_ok=True)  # a bad file is refused and removed, never kept for resuming
         raise verify.HashMismatch(f"{source.url}: refused and removed: {exc}") from exc
-    os.replace(candidate, final)
+    finally:
+        part.unlink(missing_ok=True)  # a bad file is removed, never kept for resuming
     verify.record(models_dir, entry, final, d, "sha256" if entry.sha256 else "crc32")
     return final
 
@@ -288,10 +297,12 @@ def import_dir(folder: Path, entries: list[ModelEntry], models_dir: Path) -> Imp
             report.refused.append((str(src), str(exc)))
             continue
         models_dir.mkdir(parents=True, exist_ok=True)
-        tmp = models_dir / (entry.file + ".part")
-        shutil.copyfile(src, tmp)
-        d = verify.check(entry, tmp, crc)  # the copy, not only the original
-        os.replace(tmp, dest)
+        try:  # the copy is what is checked (not only the original), before it is renamed into place
+            with open(src, "rb") as fh:
+                d = verify.copy_checked(fh, dest, entry, crc)
+        except (OSError, verify.HashMismatch) as exc:
+            report.refused.append((str(src), str(exc)))
+            continue
         verify.record(models_dir, entry, dest, d, "sha256" if entry.sha256 else "crc32")
         report.imported.append(entry.id)
     return report

