@@ -4,6 +4,11 @@ The shot analysis keeps a plate's 8-bit frames between its passes (6.2 MB each a
 that size from its heaps, not from their own mappings, and keeps the heap pages after they are freed. Without a
 trim the render then grew on top of the analysis's freed frames (walkers 40-63: peak RSS 1.52 GB with the trim's
 1.03 GB, bench/RESULTS.md).
+
+Within a frame the steps allocate and free crop-sized temporaries (a 992 px close-up crop is 12 MB of float32 RGB)
+dozens of times. Served from their own mappings, each is faulted in afresh: the 1080p close-up spent 1 CPU-s a frame
+in the kernel. ``reuse_freed_blocks`` keeps such blocks on the heaps for the next step; the trim after each frame
+still gives them back, so the peak follows one frame's work, not the shot's.
 """
 
 from __future__ import annotations
@@ -21,6 +26,22 @@ def _libc() -> ctypes.CDLL | None:
     except OSError:
         return None
     return libc if libc is not None and hasattr(libc, "malloc_trim") else None  # glibc only (not musl, macOS)
+
+
+# mallopt parameters (glibc's malloc.h)
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
+_REUSE_BELOW = 256 << 20  # blocks under this come from the heaps (a 4K float RGBA frame is 127 MB)
+
+
+def reuse_freed_blocks() -> bool:
+    """Serve blocks under _REUSE_BELOW from the heaps and never trim them on free (only ``give_back_freed`` does):
+    a step's freed temporaries are reused by the next. For an engine process, at start; False where the C library
+    cannot (not glibc)."""
+    libc = _libc()
+    if libc is None or not hasattr(libc, "mallopt"):
+        return False
+    ok = libc.mallopt(_M_MMAP_THRESHOLD, _REUSE_BELOW) and libc.mallopt(_M_TRIM_THRESHOLD, _REUSE_BELOW)
+    return bool(ok and libc.mallopt(_M_TOP_PAD, 64 << 20))
 
 
 def give_back_freed() -> bool:

@@ -39,3 +39,21 @@ def gaussian(img: np.ndarray, sigma: float) -> np.ndarray:
     small = cv2.GaussianBlur(small, (0, 0), sigmaX=float(sx), sigmaY=float(sy))
     out = cv2.resize(small, (pw, ph), interpolation=cv2.INTER_LINEAR)[pad:pad + h, pad:pad + w]
     return np.ascontiguousarray(out).reshape(img.shape)
+
+
+def kernel_reach(sigma: float) -> int:
+    """Pixels a float ``cv2.GaussianBlur`` of ``sigma`` reads either side (its kernel's radius, one to spare)."""
+    return int(np.ceil(4.0 * max(float(sigma), 0.0))) + 1
+
+
+def weight_box(w: np.ndarray, margin: int) -> tuple[slice, slice]:
+    """Rows and columns of ``w``'s non-zero bounding box grown by ``margin``, clipped to the image. A weighted
+    figure reads only these: cut there, a blur of reach at most ``margin`` gives the same values on the box
+    (at the image's own edge the cut and the whole image reflect alike), so it costs the face's features, not
+    the crop's whole area."""
+    rows, cols = np.flatnonzero(w.any(axis=1)), np.flatnonzero(w.any(axis=0))
+    if rows.size == 0:
+        return slice(0, 0), slice(0, 0)
+    h, wd = w.shape[:2]
+    return (slice(max(int(rows[0]) - margin, 0), min(int(rows[-1]) + 1 + margin, h)),
+            slice(max(int(cols[0]) - margin, 0), min(int(cols[-1]) + 1 + margin, wd)))

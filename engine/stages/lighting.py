@@ -96,11 +96,12 @@ class SkinTone:
 def skin_tone(lin: np.ndarray, skin: np.ndarray) -> SkinTone | None:
     """The skin's mean colour (weighted by the matte), or None when the matte holds too few pixels."""
     _check(lin, skin)
-    w = skin.astype(np.float64)
+    cut = blur.weight_box(skin, 0)  # only the skin's box holds weight
+    w = skin[cut].astype(np.float64)
     total = float(w.sum())
     if total < MIN_SKIN_PX:
         return None
-    mean = (lin.astype(np.float64) * w[..., None]).sum((0, 1)) / total
+    mean = (lin[cut].astype(np.float64) * w[..., None]).sum((0, 1)) / total
     return SkinTone(mean=np.maximum(mean, 1e-6), pixels=total)
 
 

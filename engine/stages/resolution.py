@@ -33,9 +33,13 @@ def _luminance(lin: np.ndarray) -> np.ndarray:
     return (lin @ _LUMA).astype(np.float32)
 
 
-def _hf(y: np.ndarray, w: np.ndarray, plate_px: float) -> float:
+def _hf(y: np.ndarray, w: np.ndarray, plate_px: float, box: bool = True) -> float:
+    sigma = max(_HF_SIGMA * float(plate_px), 0.5)
+    if box:
+        cut = blur.weight_box(w, blur.kernel_reach(sigma))
+        y, w = y[cut], w[cut]
     lum = _lstar(y)
-    hp = lum - cv2.GaussianBlur(lum, (0, 0), max(_HF_SIGMA * float(plate_px), 0.5))
+    hp = lum - cv2.GaussianBlur(lum, (0, 0), sigma)
     return float((hp * hp * w).sum() / w.sum())
 
 
@@ -60,12 +64,13 @@ def blur_to(face: np.ndarray, energy: float, skin: np.ndarray, face_scale: float
     if hf_energy(face, skin, plate_px) <= energy:
         return face.astype(np.float32), 0.0
     # Bisect on luminance alone (a linear blur commutes with the luminance sum), then blur the colour once.
-    y = _luminance(face)
     w = np.clip(skin, 0.0, 1.0).astype(np.float32)
     lo, hi = 0.0, max(_MAX_BLUR * float(face_scale), 1.0)
+    cut = blur.weight_box(w, blur.kernel_reach(hi) + blur.kernel_reach(_HF_SIGMA * float(plate_px)))
+    y, w = _luminance(face[cut]), w[cut]
     for _ in range(_STEPS):  # HF energy falls monotonically with the blur: bisect for the smallest that fits
         mid = 0.5 * (lo + hi)
-        if _hf(cv2.GaussianBlur(y, (0, 0), mid), w, plate_px) > energy:
+        if _hf(cv2.GaussianBlur(y, (0, 0), mid), w, plate_px, box=False) > energy:
             lo = mid
         else:
             hi = mid
@@ -81,8 +86,15 @@ def acuity(lin: np.ndarray, where: np.ndarray, plate_px: float = 1.0) -> float:
     """How sharp the edges over ``where`` are, whatever their contrast: the fine band's energy of L* (below 1.5
     plate pixels) over the fine and mid bands' (below 4.5). A blur lowers it, a brighter or darker eye does not:
     the plate's eyes and the swap's, different eyes, compare by how sharply they are drawn."""
-    lum = _lstar(_luminance(lin))
     w = np.clip(where, 0.0, 1.0).astype(np.float32)
+    cut = blur.weight_box(w, blur.kernel_reach(_MID_SIGMA * float(plate_px)))
+    return _acuity_y(_luminance(lin[cut]), w[cut], plate_px)
+
+
+def _acuity_y(y: np.ndarray, w: np.ndarray, plate_px: float) -> float:
+    """``acuity`` of a luminance image (a linear blur commutes with the luminance sum: the bisection blurs one
+    channel, not three)."""
+    lum = _lstar(y)
     a = cv2.GaussianBlur(lum, (0, 0), max(_HF_SIGMA * float(plate_px), 0.5))
     b = cv2.GaussianBlur(lum, (0, 0), max(_MID_SIGMA * float(plate_px), 1.0))
     fine, all_ = float(((lum - a) ** 2 * w).sum()), float(((lum - b) ** 2 * w).sum())
@@ -103,9 +115,11 @@ def match_resolution(face: np.ndarray, plate: np.ndarray, features: np.ndarray, 
     if acuity(face, w, plate_px) <= want:
         return face.astype(np.float32), 0.0
     lo, hi = 0.0, max(_MAX_BLUR * float(face_scale), 1.0)
+    cut = blur.weight_box(w, blur.kernel_reach(hi) + blur.kernel_reach(_MID_SIGMA * float(plate_px)))
+    y, w = _luminance(face[cut]), w[cut]
     for _ in range(_STEPS):  # acuity falls with the blur: bisect for the smallest that fits
         mid = 0.5 * (lo + hi)
-        if acuity(cv2.GaussianBlur(face, (0, 0), mid), w, plate_px) > want:
+        if _acuity_y(cv2.GaussianBlur(y, (0, 0), mid), w, plate_px) > want:
             lo = mid
         else:
             hi = mid
@@ -129,12 +143,21 @@ def smooth_skin(face: np.ndarray, energy: float, where: np.ndarray, skin: np.nda
     def kept(a: float) -> np.ndarray:
         return face * np.exp(-(1.0 - a) * soft * texture)
 
+    # The bisection measures the luminance alone, on ``where``'s box: the turn-down is one gain on R, G and B, so
+    # the luminance of ``kept(a)`` is the face's luminance times that gain.
+    w = np.clip(where, 0.0, 1.0).astype(np.float32)
+    cut = blur.weight_box(w, blur.kernel_reach(_HF_SIGMA * float(plate_px)))
+    y, turn, w = _luminance(face[cut]), (soft * texture)[cut][..., 0], w[cut]
+
+    def energy_kept(a: float) -> float:
+        return _hf(y * np.exp(-(1.0 - a) * turn), w, plate_px, box=False)
+
     lo, hi = 0.0, 1.0
-    if hf_energy(kept(0.0), where, plate_px) > energy:
+    if energy_kept(0.0) > energy:
         return kept(0.0).astype(np.float32), 0.0  # no texture left: the blur that remains is the features'
     for _ in range(8):  # energy rises with the texture kept: bisect for the most that fits
         mid = 0.5 * (lo + hi)
-        if hf_energy(kept(mid), where, plate_px) > energy:
+        if energy_kept(mid) > energy:
             hi = mid
         else:
             lo = mid

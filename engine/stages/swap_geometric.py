@@ -17,7 +17,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from engine.stages import geometry68, mesh_warp
+from engine.stages import blur, geometry68, mesh_warp
 from engine.stages import mesh_regions as mr
 from engine.stages.align import FFHQ_TEMPLATE, held_cubic, similarity, transform_points
 from engine.stages.contracts import SourceIdentity, SwapInput, SwapOutput
@@ -145,15 +145,22 @@ class GeometricSwapper:
             if tris is None:
                 tris = self._tris[id(src_img)] = geometry68.triangulate(view.points)
             map_x, map_y, inside = piecewise_affine_maps(view.points, dst, tris, size)
+        # Only the mesh's box is warped: outside the mesh the result is the target and the region 0.
+        box = blur.weight_box(inside, 0)
+        box_x, box_y, box_in = map_x[box], map_y[box], inside[box]
         # bicubic: the source's own detail is what the face keeps (a bilinear remap blurs it at every sub-pixel)
-        warped = held_cubic(src_img, lambda x, interpolation: cv2.remap(x, map_x, map_y, interpolation,
+        warped = held_cubic(src_img, lambda x, interpolation: cv2.remap(x, box_x, box_y, interpolation,
                                                                         borderMode=cv2.BORDER_REPLICATE))
-        result = np.where(inside[..., None], warped, target).astype(np.float32)
+        result = target.astype(np.float32)  # a copy
+        result[box] = np.where(box_in[..., None], warped, result[box])
         # The source photo's own face (not its fringe, backdrop or glasses), warped with the same maps.
         region = self._region.get(id(src_img))
         if region is None:
             region = self._region[id(src_img)] = source_region_mask(src_img, view.points[:68])
-        region = cv2.remap(region, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * inside
+        warped_region = np.zeros((size, size), np.float32)
+        warped_region[box] = cv2.remap(region, box_x, box_y, cv2.INTER_LINEAR,
+                                       borderMode=cv2.BORDER_CONSTANT) * box_in
+        region = warped_region
         if target_mesh is not None:  # where the photo or the plate sees the face edge-on, the plate's face stays
             shown = np.minimum(mesh_warp.visibility(view.mesh, tris), mesh_warp.visibility(target_mesh, tris))
             region = region * mesh_warp.visibility_map(dst, tris, order, shown, size, 0.02 * mr.face_scale(dst))
@@ -200,12 +207,15 @@ def piecewise_affine_maps(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, si
         mats[t] = cv2.getAffineTransform(d, s)
         cv2.fillConvexPoly(index, np.round(d).astype(np.int32), int(t))
     inside = index >= 0
-    ys, xs = np.mgrid[0:size, 0:size].astype(np.float64)
-    m = mats[np.maximum(index, 0)]
-    map_x = (m[..., 0, 0] * xs + m[..., 0, 1] * ys + m[..., 0, 2]).astype(np.float32)
-    map_y = (m[..., 1, 0] * xs + m[..., 1, 1] * ys + m[..., 1, 2]).astype(np.float32)
-    map_x[~inside] = xs[~inside]
-    map_y[~inside] = ys[~inside]
+    # Identity outside the mesh; the affine maps computed on the mesh's box only (the crop is mostly outside it).
+    map_x = np.tile(np.arange(size, dtype=np.float32), (size, 1))
+    map_y = np.ascontiguousarray(map_x.T)
+    rows, cols = blur.weight_box(inside, 0)
+    ys, xs = np.mgrid[rows, cols].astype(np.float64)
+    m = mats[np.maximum(index[rows, cols], 0)]
+    here = inside[rows, cols]
+    map_x[rows, cols] = np.where(here, m[..., 0, 0] * xs + m[..., 0, 1] * ys + m[..., 0, 2], xs)
+    map_y[rows, cols] = np.where(here, m[..., 1, 0] * xs + m[..., 1, 1] * ys + m[..., 1, 2], ys)
     return map_x, map_y, inside
 
 
