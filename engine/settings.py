@@ -7,6 +7,7 @@ its options from it, and the engine validates the JSON it receives with it. Noth
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, make_dataclass, replace
 from typing import Any
 
@@ -60,6 +61,8 @@ class Setting:
         if kind in ("int", "float"):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise SettingsError(f"setting '{self.name}' must be a number, got {value!r}")
+            if isinstance(value, float) and not math.isfinite(value):  # 1e400 in JSON, Infinity, NaN
+                raise SettingsError(f"setting '{self.name}' must be a finite number, got {value!r}")
             if kind == "int":
                 if int(value) != value:
                     raise SettingsError(f"setting '{self.name}' must be a whole number, got {value!r}")

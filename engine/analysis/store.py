@@ -14,13 +14,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from engine import __version__
+from engine.analysis import checked
 from engine.analysis.record import FORMAT, ShotAnalysis
 from engine.analysis.stats import signature
 from engine.io import atomic
-from engine.io.files import open_regular
 
 ENV_CACHE_DIR = "FACE_FUSION_CACHE_DIR"
 
@@ -53,40 +51,10 @@ def load(key: str) -> ShotAnalysis | None:
     path = path_for(key)
     if path is None:
         return None
-    try:
-        fd = open_regular(str(path), os.O_RDONLY)  # never wait on a FIFO planted at the cache path
-        with os.fdopen(fd, "rb") as fh:
-            data = fh.read()
-        analysis = ShotAnalysis.from_bytes(data)
-        return analysis if _well_formed(analysis) else None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+    try:  # never waits on a FIFO planted at the cache path; one validator with the farm's analysis files
+        return checked.read(str(path))
+    except (OSError, ValueError):
         return None
-
-
-def _well_formed(a: ShotAnalysis) -> bool:
-    """Every field of the right type and shape: an entry that parses but is not what this engine wrote (edited,
-    corrupted, another version) is a miss, never a TypeError in the middle of a render."""
-    if not (_ints(a.frames) and a.frames and _ints(a.shot_starts) and a.shot_starts and isinstance(a.recognizer, str)
-            and isinstance(a.info, dict) and isinstance(a.tracks, list)):
-        return False
-    for t in a.tracks:
-        n = len(t.boxes) if isinstance(t.boxes, np.ndarray) else -1
-        if not (_ints([t.track_id, t.first]) and n > 0 and _shape(t.boxes, (n, 4))
-                and _shape(t.landmarks68, (n, 68, 2)) and _shape(t.confidence, (n,))
-                and (t.mesh468 is None or _shape(t.mesh468, (n, 468, 3)))
-                and (t.embedding is None or _shape(t.embedding, (len(t.embedding),)))
-                and isinstance(t.source, list) and len(t.source) == n and all(isinstance(x, str) for x in t.source)
-                and isinstance(t.stats, dict)):
-            return False
-    return True
-
-
-def _ints(values: Any) -> bool:
-    return isinstance(values, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
-
-
-def _shape(arr: Any, shape: tuple[int, ...]) -> bool:
-    return isinstance(arr, np.ndarray) and arr.shape == shape and arr.dtype.kind == "f"
 
 
 def save(key: str, analysis: ShotAnalysis) -> str | None:

@@ -12,8 +12,9 @@ import sys
 
 from engine.errors import EngineError
 from engine.export import frames as fx
-from engine.export.sign import manifest, read_manifest, sign_in_place
-from engine.io.exr import read_exr
+from engine.export import inputs
+from engine.export.sign import manifest, sign_in_place
+from engine.io.files import check_regular
 from engine.job import parse_frames
 
 
@@ -45,8 +46,11 @@ def export_main(argv: list[str]) -> int:
     p.add_argument("--no-sign", action="store_true", help="write without a C2PA manifest")
     args = p.parse_args(argv)
     todo = _exrs(args.exr_dir, *parse_frames(args.frames))
-    attrs = read_exr(todo[0][1])[2]
-    face_layer = json.loads(attrs.get("facefusion:settings", "{}")).get("output_mode") == "face"
+    for _, path in todo:  # every frame checked before any is written
+        attrs_of = inputs.exr_attributes(path, need_rgba=True)
+        inputs.settings_of(attrs_of, path)
+    attrs = inputs.exr_attributes(todo[0][1])
+    face_layer = inputs.settings_of(attrs, todo[0][1]).get("output_mode") == "face"
     if face_layer and not args.plate:
         raise EngineError("these EXRs hold the face layer only", "pass --plate PLATE (the plate they were made from)")
     plate = None
@@ -87,17 +91,16 @@ def provenance_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m engine provenance", description="what a frame says about itself")
     p.add_argument("file")
     args = p.parse_args(argv)
-    if not os.path.isfile(args.file):
-        raise EngineError(f"no such file '{args.file}'", "give an EXR, an exported image or a movie")
+    check_regular(args.file, "the file")
     if args.file.lower().endswith(".exr"):
-        attrs = read_exr(args.file)[2]
+        attrs = inputs.exr_attributes(args.file)
         mine = {k: v for k, v in sorted(attrs.items()) if k.startswith("facefusion:") or k == "Software"}
         if not mine:
             print(f"{args.file}: no Face Fusion provenance attributes")
         for k, v in mine.items():
             print(f"{k}: {v}")
         return 0
-    found = read_manifest(args.file)
+    found = inputs.manifest_of(args.file)
     if found is None:
         print("C2PA: no manifest (stripped, or never signed)")
     else:

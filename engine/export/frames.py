@@ -20,7 +20,11 @@ IMAGE_EXT = {".png": [], ".jpg": [cv2.IMWRITE_JPEG_QUALITY, 95], ".jpeg": [cv2.I
 def frame_srgb(exr: str, plate: np.ndarray | None = None) -> np.ndarray:
     """8-bit sRGB (H, W, 3) of an EXR: its RGBA as is (a composite), or Alpha Over ``plate`` (linear RGBA, same
     gamut) for a face layer."""
-    px, names, attrs = read_exr(exr)
+    try:
+        px, names, attrs = read_exr(exr)
+    except (ValueError, TypeError) as exc:  # a header that reads but pixels that do not (a truncated file)
+        raise EngineError(f"the pixels of '{exr}' cannot be read ({exc})", "the EXR is truncated or damaged; "
+                          "render that frame again") from None
     idx = {n: i for i, n in enumerate(names)}
     rgba = px[..., [idx["R"], idx["G"], idx["B"], idx["A"]]]
     if plate is not None:

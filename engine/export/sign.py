@@ -12,7 +12,7 @@ from typing import Any
 
 from engine import __version__
 from engine.export.certs import chain_and_key
-from engine.io import atomic
+from engine.io import atomic, bounded_json
 
 IPTC = "http://cv.iptc.org/newscodes/digitalsourcetype/"
 MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".tif": "image/tiff",
@@ -22,9 +22,10 @@ BUILTIN_SWAPPERS = ("geometric",)
 
 def source_type(attrs: dict[str, str]) -> str:
     try:
-        swapper = json.loads(attrs.get("facefusion:settings", "{}")).get("swapper", "geometric")
+        settings = bounded_json.loads(attrs.get("facefusion:settings", "{}"))
     except ValueError:
-        swapper = "geometric"
+        settings = {}
+    swapper = settings.get("swapper", "geometric") if isinstance(settings, dict) else "geometric"
     return IPTC + ("compositeSynthetic" if swapper in BUILTIN_SWAPPERS else "compositeWithTrainedAlgorithmicMedia")
 
 
@@ -49,7 +50,7 @@ def manifest(attrs: dict[str, str], title: str, frames: list[int]) -> dict[str, 
 def json_attr(attrs: dict[str, str], key: str, default: str = "null") -> Any:
     """An EXR attribute that holds JSON, decoded; its raw text when it is not JSON (older engines)."""
     try:
-        return json.loads(attrs.get(key, default))
+        return bounded_json.loads(attrs.get(key, default))
     except ValueError:
         return attrs.get(key)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import os
 import threading
 from typing import Any
@@ -20,6 +19,8 @@ from engine import settings as schema
 from engine.analysis import ShotAnalysis
 from engine.errors import EngineError
 from engine.farm import shot_file
+from engine.io import bounded_json
+from engine.io.files import open_regular
 from engine.io.plates import Plate
 from engine.job import EventSink, ImageInput, SwapJob
 from engine.pipeline import Engine
@@ -29,13 +30,17 @@ PHOTO_EXTENSIONS = (".jpg", ".jpeg", ".png", ".tif", ".tiff", ".exr", ".webp", "
 
 def load_settings_file(path: str) -> dict[str, Any]:
     """A JSON object of settings (names as in the settings schema); checked here so a bad file names itself."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            values = json.load(fh)
+    try:  # a FIFO or a folder is named, never waited on; NaN, Infinity and deep nesting are refused
+        fd = open_regular(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as fh:
+            values = bounded_json.loads(fh.read(1 << 20))
     except OSError as exc:
-        raise EngineError(f"cannot read the settings file '{path}' ({exc.strerror})", "check the path") from exc
+        raise EngineError(f"cannot read the settings file '{path}' ({exc.strerror or exc})", "check the path") from exc
     except ValueError as exc:
         raise EngineError(f"the settings file '{path}' is not JSON ({exc})", "write it as a JSON object") from exc
+    if not isinstance(values, dict):
+        raise EngineError(f"the settings file '{path}' is a JSON {type(values).__name__}, not an object",
+                          "write it as a JSON object of settings")
     try:
         schema.validate(values)
     except schema.SettingsError as exc:
@@ -72,8 +77,7 @@ class ChunkEngine(Engine):
 
     def run(self, job: SwapJob, on_event: EventSink = lambda e: None,
             cancel: threading.Event | None = None) -> dict:
-        if not os.path.isfile(self.analysis_path):  # before the source photos are analysed: fail fast
-            raise shot_file.missing(self.analysis_path)
+        shot_file.check_present(self.analysis_path)  # before the source photos are analysed: fail fast
         if job.skip_existing and not self._existing_are_this_jobs(job):
             job = dataclasses.replace(job, skip_existing=False)  # another job's frames: all made again
         return super().run(job, on_event, cancel)

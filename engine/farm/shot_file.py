@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from engine import __version__
-from engine.analysis import ShotAnalysis
+from engine.analysis import ShotAnalysis, checked
 from engine.analysis.models import analysis_settings
 from engine.analysis.record import FORMAT
 from engine.analysis.stats import signature
@@ -64,24 +64,32 @@ def missing(path: str) -> EngineError:
                        REDO.replace("again", "first"))
 
 
+def check_present(path: str) -> None:
+    """Raise the message for a path that holds no file (missing, or a FIFO, folder or device: called what it is)."""
+    problem = checked.present(path)
+    if problem == "does not exist":
+        raise missing(path)
+    if problem:
+        raise EngineError(f"the shot analysis '{path}' {problem}", "point --analysis at the analysis task's file")
+
+
 def read(path: str, plate: Plate, s: Any) -> ShotAnalysis:
     """The analysis in ``path`` if it describes this plate and these analysis settings; else a clear error."""
+    check_present(path)
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        analysis = checked.read(path)
     except FileNotFoundError:
         raise missing(path) from None
-    except OSError as exc:
-        raise EngineError(f"cannot read the shot analysis '{path}' ({exc.strerror})",
-                          "check the shared storage and its path mapping on this worker") from exc
-    try:
-        analysis = ShotAnalysis.from_bytes(data)
-        stored = analysis.info["farm"]
-        if not isinstance(stored, dict) or stored.get("kind") != KIND:
-            raise ValueError("no farm header")
-    except (ValueError, KeyError, TypeError, OSError) as exc:
-        raise EngineError(f"'{path}' is not a shot analysis this engine ({__version__}) can read ({exc})",
+    except checked.AnalysisInvalid as exc:
+        raise EngineError(f"'{path}' is not a shot analysis this engine ({__version__}) can read: {exc}",
                           REDO) from exc
+    except OSError as exc:
+        raise EngineError(f"cannot read the shot analysis '{path}' ({exc.strerror or exc})",
+                          "check the shared storage and its path mapping on this worker") from exc
+    stored = analysis.info.get("farm")
+    if not isinstance(stored, dict) or stored.get("kind") != KIND:
+        raise EngineError(f"'{path}' is not a shot analysis this engine ({__version__}) can read (no farm header)",
+                          REDO)
     problem = _difference(stored, header(plate, s, path))
     if problem:
         raise EngineError(f"the shot analysis '{path}' is stale: {problem}", REDO)

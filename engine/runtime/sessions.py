@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.errors import EngineError
 from engine.runtime import batching, providers
 from engine.runtime.providers import ProviderConfig, SessionReport
 
@@ -135,13 +136,7 @@ class Runtime:
             if self.threads:
                 so.intra_op_num_threads = self.threads
             so.log_severity_level = 3
-            model: str | bytes = str(path)
-            if head is not None:
-                import onnx
-
-                model = head(onnx.load(str(path))).SerializeToString()
-            sess = ort.InferenceSession(model, sess_options=so, providers=[p for p, _ in plan],
-                                        provider_options=[o for _, o in plan])
+            sess = _load(ort, model_id, path, head, so, plan)
             actual = providers.check_loaded(self.config, [p for p, _ in plan], sess.get_providers(), model_id,
                                             warnings)
             fp16_graph = any(i.type == "tensor(float16)" for i in sess.get_inputs()) or model_id.endswith("_fp16")
@@ -169,3 +164,24 @@ class Runtime:
     def close(self) -> None:
         with self._lock:
             self._sessions.clear()
+
+
+def _load(ort: Any, model_id: str, path: Path, head: Head | None, so: Any, plan: list) -> Any:
+    """The InferenceSession of ``path``; a file that is no valid ONNX graph (damaged, truncated, another format) is
+    an EngineError naming it, not a protobuf traceback in the middle of a render."""
+    from google.protobuf.message import DecodeError
+    from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+    try:
+        model: str | bytes = str(path)
+        if head is not None:
+            import onnx
+
+            model = head(onnx.load(str(path))).SerializeToString()
+        return ort.InferenceSession(model, sess_options=so, providers=[p for p, _ in plan],
+                                    provider_options=[o for _, o in plan])
+    except (DecodeError, state.InvalidProtobuf, state.InvalidGraph, state.NoSuchFile, state.Fail,
+            state.InvalidArgument) as exc:
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise EngineError(f"model {model_id} ({path}) cannot be loaded: it is not a valid ONNX graph ({first})",
+                          f"check it with `python -m engine models verify {model_id}` and fetch it again") from None

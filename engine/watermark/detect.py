@@ -16,6 +16,8 @@ from typing import Any
 import cv2
 import numpy as np
 
+from engine.errors import EngineError
+from engine.io.files import check_regular
 from engine.watermark.read import SCALES, Evidence, FaceEvidence, best_evidence, face_tries, fits
 
 MOVIE_EXT = (".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v")
@@ -146,9 +148,12 @@ def main(argv: list[str]) -> int:
     bad = 0
     for path in args.files:
         try:
-            if not os.path.isfile(path):
-                raise ValueError("no such file")
+            check_regular(path, "the file")  # a FIFO, folder or device is called what it is
             res = detect_file(path, faces).as_dict()
+        except EngineError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            bad += 1
+            continue
         except (ValueError, OSError) as exc:
             print(f"error: {path}: {exc}", file=sys.stderr)
             bad += 1
