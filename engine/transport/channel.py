@@ -77,7 +77,10 @@ class Channel:
         self._send_lock = threading.Lock()
 
     def send(self, message: dict[str, Any]) -> None:
-        data = protocol.encode(message)
+        self.send_bytes(protocol.encode(message))
+
+    def send_bytes(self, data: bytes) -> None:
+        """One already encoded message (the engine's sender threads encode when they queue)."""
         with self._send_lock:
             self.conn.send_bytes(data)
 
