@@ -5,7 +5,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: env demo test test-engine test-blender lint bench clean
+.PHONY: env demo test test-engine test-blender ofx lint bench clean
 
 $(STAMP): requirements/engine.txt requirements/dev.txt requirements/data-packages.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,20 @@ env: $(STAMP)
 demo: env
 	$(VPY) -m engine demo --output demo_out
 
-test: test-blender test-engine  # Blender venvs first: the engine tests also run the client in Blender's Python
+test: test-blender ofx test-engine  # Blender venvs first: the engine tests also run the client in Blender's Python
+
+# The OpenFX plugin (issue 37): MLT's melt (a real OpenFX host, built once from ../shared/tools/ofx-host into
+# .cache-ofx), the bundle and its tests' programs (ofx/build), and a Python 3.12 engine for the handshake test.
+# tests/test_ofx_*.py run with the engine tests.
+OFX_HOST ?= $(firstword $(wildcard ../shared/tools/ofx-host /work/shared/tools/ofx-host))
+PY312 ?= $(firstword $(shell command -v python3.12 2>/dev/null) $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12))
+ofx: env
+	@test -n "$(OFX_HOST)" || { echo "no ofx-host tools (../shared/tools/ofx-host)"; exit 1; }
+	bash $(OFX_HOST)/build-melt.sh $(abspath .cache-ofx/melt) >/dev/null
+	cmake -S ofx -B ofx/build -DCMAKE_BUILD_TYPE=Release -DOFX_SDK_ARCHIVE=$(abspath $(OFX_HOST))/openfx-sdk.tar.xz >/dev/null
+	cmake --build ofx/build -j2 >/dev/null
+	@if [ -n "$(PY312)" ] && [ ! -x .cache-ofx/py312/bin/python ]; then \
+	  $(PY312) -m venv .cache-ofx/py312 && .cache-ofx/py312/bin/pip install --quiet "$$(grep '^numpy==' requirements/engine.txt)"; fi
 
 test-engine: env
 	$(VPY) -m ruff check .
@@ -38,4 +51,4 @@ bench: $(STAMP)
 	$(VPY) bench/throughput.py
 
 clean:
-	rm -rf $(VENV) .venv-bpy-* demo_out build dist
+	rm -rf $(VENV) .venv-bpy-* demo_out build dist ofx/build .cache-ofx
