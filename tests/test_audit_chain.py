@@ -1,6 +1,6 @@
-"""The tamper-evident audit log: a chain of line hashes under a file lock. Editing, deleting, swapping or cutting
-off lines makes ``audit verify`` fail naming the line; older lines without hashes pass as a legacy prefix; 8
-concurrent writers (separate processes) leave one valid chain."""
+"""The tamper-evident audit log: a chain of keyed line hashes under a file lock. Editing, deleting, swapping or
+cutting off lines makes ``audit verify`` fail naming the line; older lines without hashes pass as a prefix behind
+a migration line; 8 concurrent writers (separate processes) leave one valid chain."""
 
 from __future__ import annotations
 
@@ -105,12 +105,12 @@ def test_legacy_lines_are_accepted_as_a_prefix_only(tmp_path, monkeypatch):
     legacy = json.dumps({"time": "2026-01-01T00:00:00+00:00", "job": "render", "outcome": "done"}) + "\n"
     path.write_text(legacy * 2)
     monkeypatch.setenv("FACE_FUSION_AUDIT_LOG", str(path))
-    write_renders(path, 1)
+    write_renders(path, 1)  # the first keyed line is preceded by one migration line (issue 35)
     r = verify(path)
-    assert r.returncode == 0 and "2 legacy line(s)" in r.stdout
+    assert r.returncode == 0 and "2 older line(s) before the migration at line 3" in r.stdout, r.stdout
     path.write_text(path.read_text() + legacy)  # a line without a hash after the chain began
     r = verify(path)
-    assert r.returncode == 1 and "line 5: has no hash" in r.stdout
+    assert r.returncode == 1 and "line 6: has no hash" in r.stdout
 
 
 def _writer(path: str) -> None:
