@@ -139,6 +139,8 @@ class Provenance:
         rec = self._record.get(model_id) or {}
         entry = catalogue.get(model_id)
         sha = rec.get("sha256") or (entry.sha256[0] if entry.sha256 else "")
+        if sha and not entry.sha256:  # no published hash: the one recorded at its first import (issue 35)
+            return f"sha256:{sha} (trusted on first use)"
         return f"sha256:{sha}" if sha else "unverified"
 
     def models(self, super_resolved: bool) -> dict[str, str]:

@@ -65,6 +65,7 @@ def _cmd_list(args, entries: dict[str, ModelEntry], folder: Path) -> int:
         print(json.dumps([{"id": e.id, "stage": e.stage, "backend": e.backend, "file": e.file, "size": e.size,
                            "licence": e.licence.name, "commercial": e.licence.commercial,
                            "embedded": e.embedded, "status": _status(e, folder),
+                           "trust": verify.trust(folder, e) if _status(e, folder) != "missing" else "",
                            "sources": [s.describe() for s in e.sources]} for e in rows], indent=1))
         return 0
     print(f"models folder: {folder}")
@@ -72,7 +73,10 @@ def _cmd_list(args, entries: dict[str, ModelEntry], folder: Path) -> int:
     for e in rows:
         size = f"{e.size / 1e6:.1f} MB" if e.size_exact else f"~{e.size / 1e6:.0f} MB"
         flag = "  NON-COMMERCIAL" if e.non_commercial else ""
-        print(f"{e.id:<34} {e.stage:<10} {size:>9}  {_status(e, folder):<10} {e.licence.name}{flag}")
+        status = _status(e, folder)
+        tofu = "  TRUSTED ON FIRST USE (no published sha256)" if status != "missing" and "first use" in \
+            verify.trust(folder, e) else ""
+        print(f"{e.id:<34} {e.stage:<10} {size:>9}  {status:<10} {e.licence.name}{flag}{tofu}")
     if any(e.non_commercial for e in rows):
         print("\nModels marked NON-COMMERCIAL may not be used for commercial work; check each licence.")
     return 0

@@ -260,7 +260,8 @@ class ImportReport:
 def import_dir(folder: Path, entries: list[ModelEntry], models_dir: Path) -> ImportReport:
     """Copy catalogue files found in ``folder`` (searched recursively) into ``models_dir`` after checking them.
 
-    Entries without a pinned sha256 need their upstream ``<stem>.hash`` CRC32 sidecar next to the file.
+    Entries without a published sha256 are trusted on first use (their sha256 recorded now, and every later file
+    held to it); a ``.hash`` checksum in the folder is never taken as proof (whoever made the folder made it too).
     """
     found: dict[str, Path] = {}
     for p in sorted(folder.rglob("*")):
@@ -279,30 +280,20 @@ def import_dir(folder: Path, entries: list[ModelEntry], models_dir: Path) -> Imp
                 continue
             except verify.HashMismatch:
                 pass
-        crc = None
-        sidecar = src.with_name(Path(entry.file).stem + ".hash")
-        if not entry.sha256:
-            if not sidecar.is_file():
-                report.refused.append((str(src), f"no sha256 in the catalogue and no {sidecar.name} next to it "
-                                                 f"(get it from {entry.crc32_sidecar})"))
+        trusted = verify.read_record(models_dir).get(entry.id) or {}
+        if not entry.sha256 and trusted.get("trust") == verify.FIRST_USE and dest.is_file():
+            pinned = trusted.get("sha256", "")  # trust on first use: a later import is held to the first one
+            if verify.digests(src).sha256 != pinned:
+                report.refused.append((str(src), f"its sha256 differs from the {pinned[:16]}... trusted on first "
+                                                 f"use for {entry.id}; remove {dest} to trust a new file"))
                 continue
-            try:
-                crc = verify.parse_crc32_sidecar(sidecar.read_text(encoding="ascii", errors="replace"))
-            except ValueError as exc:
-                report.refused.append((str(src), str(exc)))
-                continue
-        try:
-            verify.check(entry, src, crc)
-        except verify.HashMismatch as exc:
-            report.refused.append((str(src), str(exc)))
-            continue
         models_dir.mkdir(parents=True, exist_ok=True)
         try:  # the copy is what is checked (not only the original), before it is renamed into place
             with open(src, "rb") as fh:
-                d = verify.copy_checked(fh, dest, entry, crc)
+                d = verify.copy_checked(fh, dest, entry, first_use=not entry.sha256)
         except (OSError, verify.HashMismatch) as exc:
             report.refused.append((str(src), str(exc)))
             continue
-        verify.record(models_dir, entry, dest, d, "sha256" if entry.sha256 else "crc32")
+        verify.record(models_dir, entry, dest, d, "sha256" if entry.sha256 else verify.FIRST_USE)
         report.imported.append(entry.id)
     return report

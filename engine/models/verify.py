@@ -1,12 +1,15 @@
 """Hash checks of model files, and the record of files already verified.
 
 A file is accepted when its sha256 is one the catalogue pins, or, where upstream publishes only a CRC32 sidecar,
-when its CRC32 equals the sidecar's. Once accepted, its sha256, size and mtime go into ``verified.json`` in the
-models folder, so later loads only re-hash a file that changed on disk.
+when its CRC32 equals the sidecar's (downloads). An entry without a published sha256 imported offline is "trusted on
+first use": its sha256 is recorded then and is what it is held to afterwards (a checksum lying next to the file in
+the import folder proves nothing). Once accepted, its sha256, size, mtime and ctime go into ``verified.json`` in the
+models folder, so later loads re-hash a file whenever any of those changed on disk.
 """
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import threading
@@ -53,7 +56,8 @@ def digests(path: Path) -> Digests:
     return h.digests()
 
 
-def copy_checked(src: Any, dest: Path, entry: ModelEntry, sidecar_crc32: str | None = None) -> Digests:
+def copy_checked(src: Any, dest: Path, entry: ModelEntry, sidecar_crc32: str | None = None, *,
+                 first_use: bool = False) -> Digests:
     """Stream the binary file object ``src`` into ``dest`` (engine.io.atomic: never through a link), hashing the
     bytes written; ``dest`` is replaced only when they pass ``accept`` (else HashMismatch and nothing changed)."""
     h = Hasher()
@@ -61,7 +65,7 @@ def copy_checked(src: Any, dest: Path, entry: ModelEntry, sidecar_crc32: str | N
         while chunk := src.read(_CHUNK):
             h.update(chunk)
             out.write(chunk)
-        return accept(entry, h.digests(), dest.name, sidecar_crc32)
+        return accept(entry, h.digests(), dest.name, sidecar_crc32, first_use=first_use)
 
 
 def parse_crc32_sidecar(text: str) -> str:
@@ -80,8 +84,10 @@ def check(entry: ModelEntry, path: Path, sidecar_crc32: str | None = None) -> Di
     return accept(entry, digests(path), path.name, sidecar_crc32)
 
 
-def accept(entry: ModelEntry, d: Digests, name: str, sidecar_crc32: str | None = None) -> Digests:
-    """``d`` if those are the digests of ``entry``'s file, else HashMismatch."""
+def accept(entry: ModelEntry, d: Digests, name: str, sidecar_crc32: str | None = None, *,
+           first_use: bool = False) -> Digests:
+    """``d`` if those are the digests of ``entry``'s file, else HashMismatch. ``first_use``: an entry without a
+    published sha256 and no sidecar is accepted as it is (the caller records it as trusted on first use)."""
     if entry.size_exact and d.size != entry.size:
         raise HashMismatch(f"{name}: {d.size} bytes, the catalogue says {entry.size}")
     if entry.sha256:
@@ -93,6 +99,8 @@ def accept(entry: ModelEntry, d: Digests, name: str, sidecar_crc32: str | None =
         if d.crc32 == sidecar_crc32:
             return d
         raise HashMismatch(f"{name}: CRC32 {d.crc32} differs from the upstream sidecar's {sidecar_crc32}")
+    if first_use:
+        return d
     raise HashMismatch(f"{name}: no hash to check it against (the catalogue pins none and no .hash sidecar)")
 
 
@@ -117,13 +125,33 @@ def _write_record(models_dir: Path, data: dict[str, dict]) -> None:
     atomic.write_text(_lock_path(models_dir), json.dumps(data, indent=1, sort_keys=True))
 
 
+FIRST_USE = "first-use"  # the trust of a file the catalogue publishes no sha256 for: its first import's sha256
+
+
 def record(models_dir: Path, entry: ModelEntry, path: Path, d: Digests, how: str) -> None:
     with _lock:
         data = read_record(models_dir)
         st = path.stat()
+        old = data.get(entry.id) or {}
+        since = old.get("since") if old.get("sha256") == d.sha256 and old.get("since") else _now()
         data[entry.id] = {"file": str(path), "sha256": d.sha256, "crc32": d.crc32, "size": d.size,
-                          "mtime_ns": st.st_mtime_ns, "verified_by": how}
+                          "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "verified_by": how,
+                          "trust": "catalogue" if entry.sha256 else FIRST_USE, "since": since}
         _write_record(models_dir, data)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def trust(models_dir: Path, entry: ModelEntry) -> str:
+    """How the installed file of ``entry`` is trusted, in words (models list, provider events, EXR provenance)."""
+    if entry.sha256:
+        return "sha256 published in the catalogue"
+    rec = read_record(models_dir).get(entry.id) or {}
+    if not rec.get("sha256"):
+        return "not verified"
+    return f"trusted on first use: sha256 {rec['sha256']} recorded {rec.get('since') or 'at import'}"
 
 
 def forget(models_dir: Path, model_id: str) -> None:
@@ -134,7 +162,7 @@ def forget(models_dir: Path, model_id: str) -> None:
 
 
 def verified_unchanged(models_dir: Path, entry: ModelEntry, path: Path) -> bool:
-    """True when ``path`` was verified before and neither its size nor its mtime changed since."""
+    """True when ``path`` was verified before and neither its size, its mtime nor its ctime changed since."""
     rec = read_record(models_dir).get(entry.id)
     if not rec or rec.get("file") != str(path):
         return False
@@ -142,8 +170,8 @@ def verified_unchanged(models_dir: Path, entry: ModelEntry, path: Path) -> bool:
         st = path.stat()
     except OSError:
         return False
-    if st.st_size != rec.get("size") or st.st_mtime_ns != rec.get("mtime_ns"):
-        return False
+    if (st.st_size, st.st_mtime_ns, st.st_ctime_ns) != (rec.get("size"), rec.get("mtime_ns"), rec.get("ctime_ns")):
+        return False  # ctime too: an edit with its mtime put back still moves it
     return not entry.sha256 or rec.get("sha256") in entry.sha256
 
 

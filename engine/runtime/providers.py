@@ -139,6 +139,7 @@ class SessionReport:
     precision: str
     device_id: int
     warnings: list[str] = field(default_factory=list)
+    trust: str = ""  # how the model file is trusted (engine.models.verify.trust): a published sha256, or first use
 
     @property
     def provider(self) -> str:

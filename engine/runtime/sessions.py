@@ -110,14 +110,15 @@ class Runtime:
     def session(self, model_id: str, head: Head | None = None) -> ModelSession:
         """The shared session of a catalogue model (verified; never downloaded here), with ``head`` (a graph
         rewrite from graph_heads.py) applied to its graph first."""
-        from engine.models import catalogue, resolve
+        from engine.models import catalogue, resolve, verify
 
         entry = catalogue.get(model_id)
         path = resolve(model_id, self.models_dir)
-        return self.session_for_path(model_id, path, fp16_ok=entry.fp16, head=head)
+        return self.session_for_path(model_id, path, fp16_ok=entry.fp16, head=head,
+                                     trust=verify.trust(path.parent, entry))  # shown in the provider event
 
     def session_for_path(self, model_id: str, path: str | os.PathLike[str], *, fp16_ok: bool = False,
-                         head: Head | None = None) -> ModelSession:
+                         head: Head | None = None, trust: str = "") -> ModelSession:
         import onnxruntime as ort
 
         path = Path(path)
@@ -144,7 +145,7 @@ class Runtime:
             tf32 = actual and actual[0] == "cuda" and self.config.precision == "tf32"
             precision = "fp16" if fp16_graph or trt_fp16 else "tf32" if tf32 else "fp32"
             report = SessionReport(model_id, str(path), [providers.LONG.get(p, p) for p, _ in plan], actual,
-                                   precision, self.config.device_id, warnings)
+                                   precision, self.config.device_id, warnings, trust)
             use_binding = self.io_binding if self.io_binding is not None else report.on_gpu
             ms = ModelSession(model_id, path, sess, report, max_batch=self.max_batch, io_binding=use_binding,
                               device_id=self.config.device_id)
