@@ -16,10 +16,17 @@ std::unique_ptr<EngineClient> EnginePool::acquire(const EngineConfig& config) {
       process_->stop();
       process_.reset();
     }
-    if (!idle_.empty()) {
+    while (!idle_.empty()) {
       auto client = std::move(idle_.back());
       idle_.pop_back();
-      return client;
+      try {  // an engine that died between renders is found here, not by the render that comes next
+        client->request("ping", Json(Json::Object{}), 5.0);
+        return client;
+      } catch (const EngineError&) {
+        idle_.clear();
+        if (process_) process_->stop();
+        process_.reset();
+      }
     }
     if (!process_) {  // started under the lock: other render threads wait for this one engine, never start two
       process_ = config.socket_dir.empty() ? EngineProcess::start(config) : EngineProcess::find(config.socket_dir);
