@@ -54,6 +54,15 @@ def present(path: str) -> str | None:
 def parse(data: bytes) -> ShotAnalysis:
     """``ShotAnalysis.from_bytes`` after every header is checked, then the result's fields and values."""
     try:
+        return _parse(data)
+    except AnalysisInvalid:
+        raise
+    except (ValueError, KeyError, TypeError, OSError, EOFError, zipfile.BadZipFile, UnicodeError) as exc:
+        raise AnalysisInvalid(f"is damaged ({type(exc).__name__}: {str(exc)[:120]})") from None
+
+
+def _parse(data: bytes) -> ShotAnalysis:
+    try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as exc:
         raise AnalysisInvalid(f"not an analysis archive ({exc})") from None
