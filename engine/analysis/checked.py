@@ -10,6 +10,7 @@ import io
 import os
 import stat
 import zipfile
+import zlib
 from typing import Any
 
 import numpy as np
@@ -57,7 +58,8 @@ def parse(data: bytes) -> ShotAnalysis:
         return _parse(data)
     except AnalysisInvalid:
         raise
-    except (ValueError, KeyError, TypeError, OSError, EOFError, zipfile.BadZipFile, UnicodeError) as exc:
+    except (ValueError, KeyError, TypeError, OSError, EOFError, zipfile.BadZipFile, UnicodeError, zlib.error,
+            NotImplementedError, RuntimeError) as exc:  # zipfile's: another zip version, a method, encryption
         raise AnalysisInvalid(f"is damaged ({type(exc).__name__}: {str(exc)[:120]})") from None
 
 

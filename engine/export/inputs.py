@@ -20,20 +20,31 @@ def exr_attributes(path: str, *, need_rgba: bool = False) -> dict[str, str]:
     check_regular(path, "the EXR")
     inp = oiio.ImageInput.open(path)
     if inp is None:
-        lines = [x.strip() for x in oiio.geterror().splitlines() if x.strip()]  # OIIO repeats itself per line
+        try:
+            error = oiio.geterror()
+        except UnicodeDecodeError:  # the message quotes the damaged header's bytes
+            error = "a damaged header"
+        lines = [x.strip() for x in error.splitlines() if x.strip()]  # OIIO repeats itself per line
         raise EngineError(f"'{path}' cannot be read as an OpenEXR ({lines[-1] if lines else 'damaged'})",
                           "give an EXR the engine wrote (a truncated or damaged file cannot be read)")
     try:
-        if inp.format_name() != "openexr":
-            raise EngineError(f"'{path}' is a {inp.format_name()} file, not an OpenEXR, whatever its name says",
-                              "give the EXRs the engine wrote")
-        spec = inp.spec()
-        if need_rgba and not {"R", "G", "B", "A"} <= set(spec.channelnames):
-            raise EngineError(f"'{path}' has no R, G, B and A channels ({', '.join(spec.channelnames)[:80]})",
-                              "give the EXRs the engine wrote")
-        return {a.name: a.value for a in spec.extra_attribs if isinstance(a.value, str)}
+        return _header(inp, path, need_rgba)
+    except UnicodeDecodeError as exc:  # a damaged header: a channel name or attribute that is not text
+        raise EngineError(f"'{path}' has a header field that is not valid text ({exc.reason} at byte {exc.start})",
+                          "the EXR is damaged; render that frame again") from None
     finally:
         inp.close()
+
+
+def _header(inp: Any, path: str, need_rgba: bool) -> dict[str, str]:
+    if inp.format_name() != "openexr":
+        raise EngineError(f"'{path}' is a {inp.format_name()} file, not an OpenEXR, whatever its name says",
+                          "give the EXRs the engine wrote")
+    spec = inp.spec()
+    if need_rgba and not {"R", "G", "B", "A"} <= set(spec.channelnames):
+        raise EngineError(f"'{path}' has no R, G, B and A channels ({', '.join(spec.channelnames)[:80]})",
+                          "give the EXRs the engine wrote")
+    return {a.name: a.value for a in spec.extra_attribs if isinstance(a.value, str)}
 
 
 def settings_of(attrs: dict[str, str], path: str) -> dict[str, Any]:
