@@ -18,7 +18,7 @@ import numpy as np
 
 from engine import settings as schema
 from engine.errors import EngineError
-from engine.io import colour
+from engine.io import atomic, colour
 from engine.io.exr import read_exr
 from engine.io.plates import Plate, image_precision
 from engine.job import ImageInput, SwapJob, parse_frames
@@ -203,8 +203,7 @@ def write_per_frame(path: str, runs: list[Run]) -> None:
             if f not in measured:
                 e, c, u = per_frame[f]
                 lines.append(",".join([run.name, str(f)] + [""] * 11 + [f"{e:.4f}", f"{c:.4f}", f"{u:.4f}"]))
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(lines) + "\n")
+    atomic.write_text(path, "\n".join(lines) + "\n")
 
 
 def write_markdown(path: str, command: str, rows: dict[str, dict[str, float]], notes: list[str]) -> None:
@@ -222,8 +221,7 @@ def write_markdown(path: str, command: str, rows: dict[str, dict[str, float]], n
         doc = " ".join((fn.__doc__ or "").split())
         lines.append(f"- **{name}** (`metrics.{fn.__name__}`): {doc}")
     lines.append("")
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(lines))
+    atomic.write_text(path, "\n".join(lines))
 
 
 def _module_faces(path: str) -> dict:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
+from engine.io import atomic
 from engine.io.colour import srgb_encode
 from engine.quality.faces import FoundFace, to_u8
 
@@ -54,8 +55,9 @@ def sampled(frames: list[int]) -> list[int]:
 
 
 def _write(path: str, rgb: np.ndarray) -> None:
-    if not cv2.imwrite(path, np.ascontiguousarray(rgb[..., ::-1])):
-        raise OSError(f"cannot write the contact sheet '{path}'")
+    with atomic.private_path(path) as tmp:  # OpenCV opens by name: never through a link at the sheet's name
+        if not cv2.imwrite(tmp, np.ascontiguousarray(rgb[..., ::-1])):
+            raise OSError(f"cannot write the contact sheet '{path}'")
 
 
 def write_frame_sheet(path: str, plates: dict[int, np.ndarray], run: Run, ref: Run | None) -> None:
