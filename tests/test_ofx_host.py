@@ -120,7 +120,8 @@ def test_float_rows_both_ways_16_bit_window_scale_and_a_frame_asked_again(host, 
     assert np.array_equal(read(f"{o}/again.raw", w, h), up)
     # The engine rendered each distinct (pixels, settings, output) once: rows, window and the repeat were cached.
     lines = [json.loads(line) for line in open(tmp_path / "audit.jsonl")]
-    assert len([e for e in lines if e.get("job") == "frame" and e.get("outcome") == "done"]) == 3
+    done = [e for e in lines if e.get("job") == "frame" and e.get("outcome") == "done"]
+    assert len(done) == 3 and {e["application"] for e in done} == {"OpenFX org.facefusion.testhost"}
 
 
 def test_render_scale_is_honoured_and_pixel_aspect_refused(host, plate, tmp_path):
@@ -144,7 +145,8 @@ def test_failures_are_messages_and_the_next_render_recovers(host, plate, tmp_pat
     big = cv2.resize(rgba, (w * 5, h * 5), interpolation=cv2.INTER_LINEAR)  # a frame slow enough to be killed in
     big.tofile(tmp_path / "big.f32")
     killed = {"op": "render", "input": str(tmp_path / "big.f32"), "width": w * 5, "height": h * 5,
-              "params": {"source1": SOURCE}, "kill_engine_after_s": 0.7}
+              "params": {"source1": SOURCE},
+              "kill_engine_at_line": "render-start", "audit": str(tmp_path / "audit.jsonl")}
     results = run_host(host, [
         frame(plate, params={"source1": SOURCE}),  # no consent recorded, no note
         frame(plate, params={"consent_note": NOTE, "matte_feather": 5.0}),  # out of the schema's range

@@ -109,7 +109,7 @@ def test_melt_renders_swapped_frames_equal_to_the_engines_own(tmp_path):
         image = cv2.cvtColor(cv2.imread(png, cv2.IMREAD_UNCHANGED), cv2.COLOR_BGR2RGB)
         assert image.mean() > 10
     lines = [json.loads(line) for line in open(tmp_path / "audit.jsonl")]
-    frames = [e for e in lines if e.get("job") == "frame" and e.get("application") == "OpenFX"]
+    frames = [e for e in lines if e.get("job") == "frame" and e.get("application") == "OpenFX MLT"]
     assert frames and all(e["outcome"] == "done" and e["consent"]["note"] == NOTE for e in frames)
     assert any(json.load(open(s + ".json")).get("provenance", {}).get("facefusion:source_identity") for s in stems)
 

@@ -17,6 +17,7 @@
 #include <ctime>
 #include <fstream>
 #include <list>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -320,12 +321,25 @@ HostImage host_image(OfxPropertySetHandle img) {
   return out;
 }
 
+std::string gHostName = "OpenFX";  // "OpenFX <the host's name>": the application the audit line names
+
 // The identity's confirmation as the request carries it (the note is the parameter; who and when are now).
 Json consent_records(EngineClient& client, const Json& sources, const std::string& note) {
   if (note.empty()) return Json();  // the engine's own consent store decides
-  Json f;
-  f.set("sources", sources).set("action", "check");
-  const std::string identity = client.run_job("consent", f).result["identity"].as_string();
+  static std::mutex lock;
+  static std::map<std::string, std::string> identities;  // the engine's hash of each list of photos, asked once
+  std::string identity;
+  {
+    std::lock_guard<std::mutex> hold(lock);
+    identity = identities[sources.dump()];
+  }
+  if (identity.empty()) {
+    Json f;
+    f.set("sources", sources).set("action", "check");
+    identity = client.run_job("consent", f).result["identity"].as_string();
+    std::lock_guard<std::mutex> hold(lock);
+    identities[sources.dump()] = identity;
+  }
   char when[32];
   std::time_t now = std::time(nullptr);
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S+00:00", std::gmtime(&now));
@@ -396,7 +410,7 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
         const int w = in.width(), h = in.height();
         f.set("plate", client->put_image(pixels.data(), w, h, space, "OpenFX clip"))
             .set("sources", sources).set("settings", settings).set("frame", (long long)std::lround(t))
-            .set("host", "OpenFX").set("out_slot", client->result_slot(size_t(w) * h * 4 * 10));
+            .set("host", gHostName).set("out_slot", client->result_slot(size_t(w) * h * 4 * 10));
         Json records = consent_records(*client, sources, note);
         if (!records.is_null()) f.set("consent", records);
         JobResult r = client->run_job("frame", f, [effect] { return gEffect->abort(effect) != 0; });
@@ -518,6 +532,9 @@ OfxStatus on_load() {
   gMessage = (OfxMessageSuiteV1*)gHost->fetchSuite(gHost->host, kOfxMessageSuite, 1);
   gMessage2 = (OfxMessageSuiteV2*)gHost->fetchSuite(gHost->host, kOfxMessageSuite, 2);
   if (!gEffect || !gProp || !gParam) return kOfxStatErrMissingHostFeature;
+  char* name = nullptr;
+  if (gProp->propGetString(gHost->host, kOfxPropName, 0, &name) == kOfxStatOK && name && *name)
+    gHostName = std::string("OpenFX ") + name;
   return kOfxStatOK;
 }
 

@@ -5,7 +5,8 @@
 //   STEP: {"op": "describe"}                      -> plugin properties and every parameter with its props
 //         {"op": "render", "instance": N, "input": FILE.f32, "width": W, "height": H,
 //          "depth": "float"|"short"|"byte", "rows": "up"|"down", "scale": S, "aspect": A, "time": T,
-//          "window": [x1, y1, x2, y2], "params": {NAME: VALUE}, "out": FILE, "kill_engine_after_s": S}
+//          "window": [x1, y1, x2, y2], "params": {NAME: VALUE}, "out": FILE,
+//          "kill_engine_at_line": TEXT, "audit": AUDIT_LOG}  (SIGKILL the engine once its audit log says TEXT)
 //                                                 -> status (ok | failed), the persistent message, seconds
 //         {"op": "parallel", "renders": [STEP, ...]} -> each render on its own thread; their results, seconds
 // Input files are float32 RGBA, top row first; "byte"/"short" inputs are quantised by the host (round half up).
@@ -479,10 +480,19 @@ Json render(const Json& step) {
   setD(a, kOfxImageEffectPropRenderScale, 1, scale);
   setS(a, kOfxImageEffectPropFieldToRender, 0, kOfxImageFieldNone);
   std::thread killer;
-  if (step["kill_engine_after_s"].is_number()) {
-    const double after = step["kill_engine_after_s"].as_number();
-    killer = std::thread([after] {
-      std::this_thread::sleep_for(std::chrono::duration<double>(after));
+  if (step["kill_engine_at_line"].is_string()) {
+    // Mid-render for sure: once the engine's audit log (the step's "audit" file) gets a line holding this text.
+    const std::string text = step["kill_engine_at_line"].as_string(), log = step["audit"].as_string();
+    std::ifstream first(log, std::ios::ate);
+    const std::streamoff start = first ? std::streamoff(first.tellg()) : 0;
+    killer = std::thread([text, log, start] {
+      for (int k = 0; k < 6000; ++k) {
+        std::ifstream in(log);
+        in.seekg(start);
+        std::string rest((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (rest.find(text) != std::string::npos) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
       kill_children();
     });
   }
