@@ -46,9 +46,9 @@ def planted_names(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     asked: list[str] = []
     real = atomic.temp_name
 
-    def name(dest: str) -> str:
+    def name(dest: str, prefix: str | None = None, suffix: str = atomic.PARTIAL_MARK) -> str:
         asked.append(dest)
-        return f".{dest}{PLANTED}" if asked.count(dest) == 1 else real(dest)
+        return f".{dest}{PLANTED}" if asked.count(dest) == 1 else real(dest, prefix, suffix)
 
     monkeypatch.setattr(atomic, "temp_name", name)
     return asked
@@ -203,11 +203,29 @@ def _connection(folder: Path, monkeypatch) -> str:
     return channel.CONNECTION_FILE
 
 
+def _exr_by_name(folder: Path, monkeypatch) -> str:
+    """OpenImageIO writing by name through ``private_path`` with the EXR partials' naming: the change proposed for
+    engine/io/exr.py (not this issue's file), shown to hold here."""
+    import numpy as np
+    import OpenImageIO as oiio
+
+    from engine.io import atomic
+    from engine.outputs import PARTIAL_SUFFIX, partial_prefix
+
+    path = folder / "facefusion.0001.exr"
+    with atomic.private_path(path, prefix=partial_prefix(str(path)), suffix=PARTIAL_SUFFIX) as tmp:
+        out = oiio.ImageOutput.create(tmp)
+        assert out.open(tmp, oiio.ImageSpec(4, 4, 4, oiio.HALF)) and out.write_image(np.zeros((4, 4, 4), np.float32))
+        assert out.close()
+    return path.name
+
+
 WRITERS: dict[str, Callable[[Path, pytest.MonkeyPatch], str]] = {
+    "EXR through a private folder": _exr_by_name,
     "consent store": _consent, "analysis cache": _cache, "farm shot analysis": _farm_analysis,
     "farm bundle json": _bundle_json, "verified record": _verified, "exported frame": _image,
     "local C2PA certificates": _certs, "engine connection file": _connection}
-FINAL = {"consent store": "consent.json", "analysis cache": "k" * 32 + ".npz", "farm shot analysis": "shot.npz",
+FINAL = {"EXR through a private folder": "facefusion.0001.exr", "consent store": "consent.json", "analysis cache": "k" * 32 + ".npz", "farm shot analysis": "shot.npz",
          "farm bundle json": "parameters.json", "verified record": "verified.json", "exported frame": "frame.png",
          "local C2PA certificates": "signer_key.pem", "engine connection file": "engine.json"}
 

@@ -30,9 +30,11 @@ _FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | 
 _TRIES = 64
 
 
-def temp_name(dest_name: str) -> str:
-    """A fresh, unpredictable temporary name for ``dest_name`` (the tests replace it to know the name)."""
-    return f".{dest_name}.{secrets.token_hex(8)}{PARTIAL_MARK}"
+def temp_name(dest_name: str, prefix: str | None = None, suffix: str = PARTIAL_MARK) -> str:
+    """A fresh, unpredictable temporary name for ``dest_name`` (the tests replace it to know the name).
+    ``prefix``/``suffix``: a writer's own naming around the random part (e.g. the EXR partials' host and pid, which
+    engine.outputs.sweep_partials reads)."""
+    return f"{prefix if prefix is not None else f'.{dest_name}.'}{secrets.token_hex(8)}{suffix}"
 
 
 def _split(path: str | os.PathLike[str]) -> tuple[str, str]:
@@ -48,9 +50,9 @@ def _same_file(path: str, st: os.stat_result) -> bool:
     return stat.S_ISREG(now.st_mode) and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
 
 
-def _create(folder: str, name: str) -> tuple[int, str]:
+def _create(folder: str, name: str, prefix: str | None, suffix: str) -> tuple[int, str]:
     for _ in range(_TRIES):
-        tmp = os.path.join(folder, temp_name(name))
+        tmp = os.path.join(folder, temp_name(name, prefix, suffix))
         try:
             return os.open(tmp, _FLAGS, 0o600), tmp
         except FileExistsError:
@@ -59,12 +61,13 @@ def _create(folder: str, name: str) -> tuple[int, str]:
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike[str], mode: int | None = None, *, sync: bool = False) -> Iterator[BinaryIO]:
+def atomic_file(path: str | os.PathLike[str], mode: int | None = None, *, sync: bool = False,
+                prefix: str | None = None, suffix: str = PARTIAL_MARK) -> Iterator[BinaryIO]:
     """A binary file to write ``path``'s new content into; renamed over ``path`` when the block ends without an
     error, removed otherwise. ``mode``: the final permissions (default: what a plain open gives under the umask).
     ``sync``: fsync before the rename (small records that must survive a power cut: consent, keys)."""
     folder, name = _split(path)
-    fd, tmp = _create(folder, name)
+    fd, tmp = _create(folder, name, prefix, suffix)
     st = os.fstat(fd)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -103,13 +106,15 @@ def copy_file(src: str | os.PathLike[str], dest: str | os.PathLike[str], mode: i
 
 
 @contextlib.contextmanager
-def private_path(path: str | os.PathLike[str], mode: int | None = None) -> Iterator[str]:
+def private_path(path: str | os.PathLike[str], mode: int | None = None, *, prefix: str | None = None,
+                 suffix: str = PARTIAL_MARK) -> Iterator[str]:
     """A path (same file name as ``path``, so libraries pick the format from it) inside a fresh 0700 folder in
     ``path``'s folder, for a library that opens files by name. When the block ends without an error the file
-    written there is renamed over ``path``; the folder is removed either way."""
+    written there is renamed over ``path``; the folder is removed either way (a killed writer's folder is left
+    for a sweep: name it with ``prefix``/``suffix``)."""
     folder, name = _split(path)
     for _ in range(_TRIES):
-        private = os.path.join(folder, temp_name(name))
+        private = os.path.join(folder, temp_name(name, prefix, suffix))
         try:
             os.mkdir(private, 0o700)
             break
