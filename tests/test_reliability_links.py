@@ -225,7 +225,8 @@ WRITERS: dict[str, Callable[[Path, pytest.MonkeyPatch], str]] = {
     "consent store": _consent, "analysis cache": _cache, "farm shot analysis": _farm_analysis,
     "farm bundle json": _bundle_json, "verified record": _verified, "exported frame": _image,
     "local C2PA certificates": _certs, "engine connection file": _connection}
-FINAL = {"EXR through a private folder": "facefusion.0001.exr", "consent store": "consent.json", "analysis cache": "k" * 32 + ".npz", "farm shot analysis": "shot.npz",
+FINAL = {"EXR through a private folder": "facefusion.0001.exr",
+         "consent store": "consent.json", "analysis cache": "k" * 32 + ".npz", "farm shot analysis": "shot.npz",
          "farm bundle json": "parameters.json", "verified record": "verified.json", "exported frame": "frame.png",
          "local C2PA certificates": "signer_key.pem", "engine connection file": "engine.json"}
 
