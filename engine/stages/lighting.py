@@ -112,8 +112,8 @@ def smooth_fill(img: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray
     h, w = weight.shape
     f = max(1.0, sigma / _WORK_SIGMA)
     sw, sh = max(2, int(round(w / f))), max(2, int(round(h / f)))
-    wt = weight.astype(np.float32)
-    num = cv2.resize(img.astype(np.float32) * wt[..., None], (sw, sh), interpolation=cv2.INTER_AREA)
+    wt = np.asarray(weight, np.float32)
+    num = cv2.resize(np.multiply(img, wt[..., None], dtype=np.float32), (sw, sh), interpolation=cv2.INTER_AREA)
     den = cv2.resize(wt, (sw, sh), interpolation=cv2.INTER_AREA)
     s = sigma / f
     num = cv2.GaussianBlur(num, (0, 0), s)
@@ -132,7 +132,7 @@ def smooth_fill(img: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray
         local = n / np.maximum(d, 1e-12)[..., None]
         est = a * local + (1.0 - a) * up
     out = cv2.resize(est, (w, h), interpolation=cv2.INTER_LINEAR)
-    return out.reshape(h, w, -1).astype(np.float32)
+    return np.asarray(out.reshape(h, w, -1), np.float32)
 
 
 def base_layer(lin: np.ndarray, skin: np.ndarray, face_scale: float, scale: float = BASE_SCALE,
@@ -163,8 +163,9 @@ def lighting_gain(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarr
 def _gain_and_base(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, face_scale: float, *,
                    skin_swapped: np.ndarray | None = None, tone: SkinTone | None = None,
                    target_base: np.ndarray | None = None, scale: float = BASE_SCALE
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """(gain, the swap's own base). Per-pixel, per-channel gain (H, W, 3) that takes the swap's base to the target's.
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(gain, the swap's own base, the target's base as measured here: None when pooled or flat). The gain is
+    per-pixel and per-channel (H, W, 3) and takes the swap's base to the target's.
 
     ``tone``: the track's pooled skin tone. When given, the target base keeps its shape (this frame's shading)
     but its skin-weighted mean is the pooled one, so level and colour come from many frames (no pulse, and a
@@ -185,29 +186,33 @@ def _gain_and_base(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndar
             raise ValueError(f"the pooled target base {target_base.shape} does not match the crop {swapped.shape}: "
                              "pool bases of crops of the same size")
         base_t = np.maximum(target_base, 1e-6)
+        measured = None
     elif float(skin_target.sum()) >= MIN_SKIN_PX:
-        base_t = base_layer(target, skin_target, face_scale, scale)
+        base_t = measured = base_layer(target, skin_target, face_scale, scale)
         here = skin_tone(target, skin_target)
         if tone is not None and here is not None:  # measured like the pooled tones were: tone == here is a no-op
             base_t = base_t * (tone.mean / here.mean).astype(np.float32)
     elif tone is not None:  # nothing to measure here: the pooled tone, flat
         base_t = np.broadcast_to(tone.mean.astype(np.float32), base_s.shape)
+        measured = None
     else:
         raise ValueError(f"the target face has {float(skin_target.sum()):.0f} skin pixels, fewer than "
                          f"{MIN_SKIN_PX}, and no pooled SkinTone was given: pass the track's pooled tone")
-    return np.clip(base_t / base_s, 1.0 / _GAIN_LIMIT, _GAIN_LIMIT).astype(np.float32), base_s
+    return np.clip(base_t / base_s, 1.0 / _GAIN_LIMIT, _GAIN_LIMIT).astype(np.float32), base_s, measured
 
 
 _HIGHLIGHT_LOG = 0.1  # plate skin this far (log) over its shape-scale base weighs e^-1 in ``diffuse_base``
 
 
 def diffuse_base(lin: np.ndarray, skin: np.ndarray, face_scale: float, scale: float = BASE_SCALE,
-                 broad: float = SHAPE_SCALE) -> np.ndarray:
+                 broad: float = SHAPE_SCALE, wide: np.ndarray | None = None) -> np.ndarray:
     """The skin's base (``base_layer``) without its highlights: skin brighter than its base at the ``broad``
     scale is left out and filled from the skin around it, so a specular patch's white does not pale the colour.
-    Retouched t1.jpg, a nose highlight: R/B 2.6 in the base, 4.6 here, 6.5 on the cheek."""
+    Retouched t1.jpg, a nose highlight: R/B 2.6 in the base, 4.6 here, 6.5 on the cheek. ``wide``: that broad
+    base when the caller has it (``base_layer(lin, skin, face_scale, broad)``)."""
     x = np.maximum(lin, 0.0).astype(np.float32)
-    wide = base_layer(x, skin, face_scale, broad)
+    if wide is None:
+        wide = base_layer(x, skin, face_scale, broad)
     over = np.log(np.maximum(x @ _LUMA, 1e-6) / np.maximum(wide @ _LUMA, 1e-6))
     w = np.clip(skin, 0.0, 1.0) * np.exp(-(np.maximum(over, 0.0) / _HIGHLIGHT_LOG) ** 2)
     return base_layer(x, w if float(w.sum()) >= MIN_SKIN_PX else skin, face_scale, scale)
@@ -238,25 +243,26 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
     if strength == 0.0:
         return swapped.astype(np.float32)
     x = np.maximum(swapped, 0.0).astype(np.float32)
-    gain, base_s = _gain_and_base(swapped, target, skin_target, face_scale, skin_swapped=skin_swapped, tone=tone,
+    gain, base_s, _ = _gain_and_base(swapped, target, skin_target, face_scale, skin_swapped=skin_swapped, tone=tone,
                                   target_base=target_base, scale=scale)
     # In logs, per channel: detail = log(x / base_s), split into its luminance (the mean of the channels) and
     # colour (the rest). Both are unchanged by a per-channel gain on the swap (a colour match before this step).
     detail = np.log(np.maximum(x, 1e-6) / base_s)
-    lum = detail.mean(-1)
+    detail_lum = channel_mean(detail)
+    lum = detail_lum
     colour = np.clip(detail - lum[..., None], -np.log(_GAIN_LIMIT), np.log(_GAIN_LIMIT))
     log_base_t = np.log(np.maximum(gain * base_s, 1e-6))
     if zone is not None and float(zone.max()) > 0.0 and shape_scale != scale:
         # Inside the zone: the swap's luminance detail over its shape-scale base, at the level of the plate's
         # shape-scale base; the plate's colour at the small scale either way.
-        gain_l, base_l = _gain_and_base(swapped, target, skin_target, face_scale, skin_swapped=skin_swapped,
-                                        tone=tone, target_base=None, scale=shape_scale)
+        gain_l, base_l, wide_t = _gain_and_base(swapped, target, skin_target, face_scale, skin_swapped=skin_swapped,
+                                                tone=tone, target_base=None, scale=shape_scale)
         w = np.clip(zone, 0.0, 1.0).astype(np.float32)
         # shade = the plate's mid band (its shape-scale base over its base: minus its mid-frequency shading) plus
         # the swap's (its luminance over its shape-scale base less over its base): the swap's own mid-frequency
         # shading in place of the plate's.
-        plate_mid = np.log(np.maximum(gain_l * base_l, 1e-6)).mean(-1) - log_base_t.mean(-1)
-        swap_mid = np.log(np.maximum(x, 1e-6) / base_l).mean(-1) - lum
+        plate_mid = channel_mean(np.log(np.maximum(gain_l * base_l, 1e-6))) - channel_mean(log_base_t)
+        swap_mid = channel_mean(np.log(np.maximum(x, 1e-6) / base_l)) - lum
         if mirror is not None:
             # Only the face's shape is exchanged, and a face's shape is symmetric: of the swap's shading its
             # symmetric part (a side key light of the source photo is not its shape). Of the plate's: where a
@@ -286,15 +292,15 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
         # noses under the swap's darker nose read grey): at least as saturated as the skin's away from highlights
         # (``diffuse_base``), along that hue; a blush, more saturated than its surroundings, stays.
         if float(skin_target.sum()) >= MIN_SKIN_PX:
-            log_d = np.log(diffuse_base(target, skin_target, face_scale, scale, shape_scale))
-            c_base = log_base_t - log_base_t.mean(-1, keepdims=True)
-            c_diff = log_d - log_d.mean(-1, keepdims=True)
+            log_d = np.log(diffuse_base(target, skin_target, face_scale, scale, shape_scale, wide_t))
+            c_base = log_base_t - channel_mean(log_base_t)[..., None]
+            c_diff = log_d - channel_mean(log_d)[..., None]
             along = (c_base * c_diff).sum(-1) / np.maximum((c_diff * c_diff).sum(-1), 1e-9)
             log_base_t = log_base_t + (w * np.clip(1.0 - along, 0.0, 1.0))[..., None] * c_diff
     # Colour detail is damped on skin (stubble, lids, creases, a photo's sheen); far beyond a sheen (log 1.0-1.4
     # over the base, as in highlight_factor) is scene light a swap kept on purpose, and it keeps its colour. A
     # photo's nose sheen kept its colour over a red-nosed plate as a purple spot (paul_rudd onto shea_whigham).
-    keep = chroma_detail + (1.0 - chroma_detail) * np.clip((detail.mean(-1) - 1.0) / 0.4, 0.0, 1.0)
+    keep = chroma_detail + (1.0 - chroma_detail) * np.clip((detail_lum - 1.0) / 0.4, 0.0, 1.0)
     if colour_keep is not None:
         keep = np.maximum(keep, np.clip(colour_keep, 0.0, 1.0))
     out = np.exp(log_base_t + lum[..., None] + keep[..., None] * colour) * highlight_factor(x, base_s)[..., None]
@@ -382,7 +388,7 @@ def highlight_factor(swapped: np.ndarray, base: np.ndarray, knee: float = HIGHLI
     approaches ``limit``. A studio-lit source's specular highlights on nose and forehead are detail to the split;
     carried onto a plate lit otherwise they read as pale grey patches. Dark detail (brows, lids) is untouched."""
     # The mean of the channels' log ratios: a per-channel gain on the swap (a colour match before) changes nothing.
-    d = np.log(np.maximum(swapped, 1e-6) / np.maximum(base, 1e-6)).mean(-1)
+    d = channel_mean(np.log(np.maximum(swapped, 1e-6) / np.maximum(base, 1e-6)))
     over = np.maximum(d - knee, 0.0)
     span = limit - knee
     compressed = np.where(d > knee, knee + over / (1.0 + over / span), d)
@@ -390,6 +396,11 @@ def highlight_factor(swapped: np.ndarray, base: np.ndarray, knee: float = HIGHLI
     # plate's glint, a float swapper's): faded back to untouched, so highlights above 1.0 survive.
     hdr = np.clip((d - 1.0) / 0.4, 0.0, 1.0)
     return np.exp((1.0 - hdr) * (compressed - d)).astype(np.float32)
+
+
+def channel_mean(a: np.ndarray) -> np.ndarray:
+    """``a.mean(-1)`` of an (H, W, 3) image, the same bits, without numpy's slow reduce over a 3-long axis."""
+    return (a[..., 0] + a[..., 1] + a[..., 2]) / a.dtype.type(3.0)
 
 
 def _check(lin: np.ndarray, skin: np.ndarray) -> None:
