@@ -205,7 +205,8 @@ def test_several_render_threads_queue_on_one_render_worker(host, plate, tmp_path
     assert [r["status"] for r in together["results"]] == ["ok"] * 4, together
     assert [r["status"] for r in alone] == ["ok"] * 4
     for k in range(4):
-        assert np.array_equal(read(str(tmp_path / f"p{k}.raw"), w, h), read(str(tmp_path / f"s{k}.raw"), w, h))
+        both, one = read(str(tmp_path / f"p{k}.raw"), w, h), read(str(tmp_path / f"s{k}.raw"), w, h)
+        assert np.array_equal(both, one), (k, float(np.abs(both - one).max()), int((both != one).sum()))
     serial = sum(r["seconds"] for r in alone)
     print(f"\n4 frames {w}x{h}: 4 host threads {together['seconds']:.2f} s, one after another {serial:.2f} s "
           f"(engine --render-workers 1)")

@@ -550,6 +550,17 @@ OfxStatus main_entry(const char* action, const void* handle, OfxPropertySetHandl
     if (std::strcmp(action, kOfxActionDescribe) == 0) return describe(effect);
     if (std::strcmp(action, kOfxImageEffectActionDescribeInContext) == 0) return describe_in_context(effect);
     if (std::strcmp(action, kOfxImageEffectActionRender) == 0) return render(effect, in_args);
+    if (std::strcmp(action, kOfxImageEffectActionGetRegionsOfInterest) == 0) {
+      // The whole source frame, whatever window is rendered: faces are found and blended on the whole picture.
+      OfxImageClipHandle src;
+      OfxRectD rod;
+      double t = 0;
+      gProp->propGetDouble(in_args, kOfxPropTime, 0, &t);
+      gEffect->clipGetHandle(effect, kOfxImageEffectSimpleSourceClipName, &src, nullptr);
+      if (gEffect->clipGetRegionOfDefinition(src, t, &rod) != kOfxStatOK) return kOfxStatReplyDefault;
+      gProp->propSetDoubleN(out_args, "OfxImageClipPropRoI_" kOfxImageEffectSimpleSourceClipName, 4, &rod.x1);
+      return kOfxStatOK;
+    }
     if (std::strcmp(action, kOfxImageEffectActionGetClipPreferences) == 0) {
       OfxParamSetHandle params;
       gEffect->getParamSet(effect, &params);
