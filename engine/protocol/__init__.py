@@ -29,7 +29,7 @@ or pixels the client wrote into one of its slots::
 
     {"slot": "ffe_1234_0a1b2c3d4e5f", "gen": 5, "shape": [H, W, C], "dtype": "float32", "colorspace": "Linear Rec.709"}
 
-Results with pixels (preview, analyse thumbnails, echo) are written by the engine into a slot and
+Results with pixels (preview, frame, analyse thumbnails, echo) are written by the engine into a slot and
 described as layers: ``{"slot": name, "gen": g, "layers": [{"name", "shape", "dtype", "offset"}]}``.
 
 Modules: ``messages`` (encoding, envelopes, field checks, what the engine sends back), ``events`` (the one

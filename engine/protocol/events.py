@@ -14,7 +14,7 @@ EVENT_TYPES: dict[str, str] = {
     "frame_done": "frame, path, faces, seconds, confidence (per replaced face, Face1..N, in [0, 1]): one EXR "
                   "written",
     "progress": "stage (analyse | render), done, total; render also fps, eta (seconds or null)",
-    "done": "seconds, result (render: frames, output_dir, models; preview/analyse/echo: fields and layers)",
+    "done": "seconds, result (render: frames, output_dir, models; preview/frame/analyse/echo: fields and layers)",
     "error": "message: one line naming the problem and what to do",
     "cancelled": "reason (optional)",
 }
