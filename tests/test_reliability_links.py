@@ -189,6 +189,31 @@ def _image(folder: Path, monkeypatch) -> str:
     return "frame.png"
 
 
+def _signed(folder: Path, monkeypatch) -> str:
+    import numpy as np
+
+    from engine.export.frames import write_image
+    from engine.export.sign import definition, sign_in_place
+
+    monkeypatch.setenv("FACE_FUSION_C2PA_DIR", str(folder.parent / "c2pa"))
+    unsigned = folder.parent / "unsigned.png"
+    write_image(np.zeros((16, 16, 3), np.uint8), str(unsigned))
+    os.replace(unsigned, folder / "signed.png")  # the link planted at the final name is replaced: signing reads it
+    agent = {"name": "test", "version": "1"}
+    assert sign_in_place(str(folder / "signed.png"), definition("t", "x", agent, {"action": "c2pa.edited"}, {})) \
+        is None
+    return "signed.png"
+
+
+def _movie(folder: Path, monkeypatch) -> str:
+    import numpy as np
+
+    from engine.export.frames import write_movie
+
+    write_movie([np.zeros((16, 16, 3), np.uint8)] * 2, str(folder / "shot.mp4"))
+    return "shot.mp4"
+
+
 def _certs(folder: Path, monkeypatch) -> str:
     from engine.export import certs
 
@@ -224,11 +249,13 @@ WRITERS: dict[str, Callable[[Path, pytest.MonkeyPatch], str]] = {
     "EXR through a private folder": _exr_by_name,
     "consent store": _consent, "analysis cache": _cache, "farm shot analysis": _farm_analysis,
     "farm bundle json": _bundle_json, "verified record": _verified, "exported frame": _image,
-    "local C2PA certificates": _certs, "engine connection file": _connection}
+    "local C2PA certificates": _certs, "engine connection file": _connection, "C2PA signing": _signed,
+    "exported movie": _movie}
 FINAL = {"EXR through a private folder": "facefusion.0001.exr",
          "consent store": "consent.json", "analysis cache": "k" * 32 + ".npz", "farm shot analysis": "shot.npz",
          "farm bundle json": "parameters.json", "verified record": "verified.json", "exported frame": "frame.png",
-         "local C2PA certificates": "signer_key.pem", "engine connection file": "engine.json"}
+         "local C2PA certificates": "signer_key.pem", "engine connection file": "engine.json",
+         "C2PA signing": "signed.png", "exported movie": "shot.mp4"}
 
 
 @pytest.mark.parametrize("writer", sorted(WRITERS))
@@ -266,6 +293,23 @@ def test_models_import_writes_through_no_link_at_its_part_or_final_name(tmp_path
     r = _cli("models", "--models-dir", str(models), "import", str(usb), env={"FACE_FUSION_CATALOGUE": str(cat)})
     assert r.returncode == 0 and "toy: imported" in r.stdout, r.stderr
     assert (models / "toy.onnx").read_bytes() == payload and not (models / "toy.onnx").is_symlink()
+    untouched(victims)
+
+
+def test_a_resumable_download_never_writes_through_a_link_at_its_part(tmp_path, victims):
+    from engine.models import fetch
+    from tests.test_models_fetch import _Server
+
+    server = _Server()  # a real HTTP server on 127.0.0.1
+    server.files["toy.onnx"] = os.urandom(10_000)
+    models = tmp_path / "models"
+    models.mkdir()
+    os.symlink(victims["at-temp"], models / "toy.onnx.part")  # the fixed name a download resumes from
+    try:
+        with pytest.raises(fetch.FetchError, match="link or special file"):
+            fetch.download(f"{server.url}/toy.onnx", models / "toy.onnx.part")
+    finally:
+        server.close()
     untouched(victims)
 
 
