@@ -5,9 +5,9 @@ Tamper-evident: each line carries ``key`` (the id of the installation's audit ke
 (the previous line's ``hash``) and ``hash`` (an HMAC-SHA256 of the line without it, made with the key: recomputing
 the chain after an edit needs the key), written under an exclusive lock on the log so concurrent engines and farm
 workers keep one chain. An older log (lines without hashes, or an unkeyed chain) moves over with one migration
-line that records how many lines came before and their sha256. A render
-writes a start line (its hash goes into every EXR it writes) and a closing line naming it; ``python -m engine
-audit verify`` checks both (engine/audit_chain.py).
+line that records how many lines came before and their sha256. A render writes a start line (its hash goes into
+every EXR it writes) and a closing line naming it; ``python -m engine audit verify`` checks both
+(engine/audit_chain.py). Threat model: bench/RELIABILITY.md.
 
 Set $FACE_FUSION_AUDIT_LOG to a path (e.g. a shared folder) to collect it elsewhere, or to "off" to disable it.
 Writing the log never fails a job: a log that cannot be written is reported as a warning.
