@@ -9,7 +9,8 @@ from __future__ import annotations
 # type -> the fields it carries (documentation for add-on, farm scripts and the engine's own emitters).
 EVENT_TYPES: dict[str, str] = {
     "start": "total, frame_start, frame_end, skipped: the frames this render will write",
-    "provider": "model, provider, precision, device_id, warnings: what a neural model really runs on",
+    "provider": "model, provider, precision, device_id, warnings, trust (how its file is trusted: a published "
+                "sha256, or trusted on first use): what a neural model really runs on",
     "warning": "frame (or null), message",
     "frame_done": "frame, path, faces, seconds, confidence (per replaced face, Face1..N, in [0, 1]): one EXR "
                   "written",
