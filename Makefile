@@ -28,14 +28,16 @@ test: test-blender ofx test-engine  # Blender venvs first: the engine tests also
 # .cache-ofx), the bundle and its tests' programs (ofx/build), and a Python 3.12 engine for the handshake test.
 # tests/test_ofx_*.py run with the engine tests.
 OFX_HOST ?= $(firstword $(wildcard ../shared/tools/ofx-host /work/shared/tools/ofx-host))
-PY312 ?= $(firstword $(shell command -v python3.12 2>/dev/null) $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12))
+PY312 ?= $(firstword $(wildcard /usr/bin/python3.12 /usr/local/bin/python3.12 $(HOME)/.pyenv/versions/3.12*/bin/python3.12))
 ofx: env
 	@test -n "$(OFX_HOST)" || { echo "no ofx-host tools (../shared/tools/ofx-host)"; exit 1; }
 	bash $(OFX_HOST)/build-melt.sh $(abspath .cache-ofx/melt) >/dev/null
 	cmake -S ofx -B ofx/build -DCMAKE_BUILD_TYPE=Release -DOFX_SDK_ARCHIVE=$(abspath $(OFX_HOST))/openfx-sdk.tar.xz >/dev/null
 	cmake --build ofx/build -j2 >/dev/null
 	@if [ -n "$(PY312)" ] && [ ! -x .cache-ofx/py312/bin/python ]; then \
-	  $(PY312) -m venv .cache-ofx/py312 && .cache-ofx/py312/bin/pip install --quiet "$$(grep '^numpy==' requirements/engine.txt)"; fi
+	  rm -rf .cache-ofx/py312.tmp && $(PY312) -m venv .cache-ofx/py312.tmp && \
+	  .cache-ofx/py312.tmp/bin/pip install --quiet "$$(grep '^numpy==' requirements/engine.txt)" && \
+	  mv .cache-ofx/py312.tmp .cache-ofx/py312; fi
 
 test-engine: env
 	$(VPY) -m ruff check .
