@@ -1,4 +1,5 @@
-"""The ``frame`` job kind's runner: a compositing host's final frame (issue 37, the OpenFX plugin in ``ofx/``).
+"""What the ``frame`` job kind's runner (``jobs.run_frame``) does: a compositing host's final frame (issue 37, the
+OpenFX plugin in ``ofx/``).
 
 A host's render is the deliverable, so it gets what a Blender render gets, from the same code: the consent check
 and the render's audit start line (``provenance.Provenance``, which refuses before any pixel is made), the
@@ -20,10 +21,11 @@ from .. import audit, consent
 from ..job import ImageInput, SwapJob
 
 
-def run_frame(engines: Any, req: dict[str, Any], plate: ImageInput, sources: list[ImageInput], settings: Any,
-              emit: Callable[[dict[str, Any]], None], cancel: threading.Event) -> Any:
+def host_frame(engines: Any, req: dict[str, Any], plate: ImageInput, sources: list[ImageInput], settings: Any,
+               emit: Callable[[dict[str, Any]], None], cancel: threading.Event
+               ) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
+    """The frame's result fields and its layers (name, pixels); ``jobs.run_frame`` wraps them for the queue."""
     from ..provenance import Provenance  # the pipeline's modules: loaded with the engine, not with echo
-    from .jobs import JobOutput, Layer
 
     engine = engines.get()
     warnings: list[str] = []
@@ -55,7 +57,7 @@ def run_frame(engines: Any, req: dict[str, Any], plate: ImageInput, sources: lis
                 "models": prov.job_models(), **prov.audit_fields()})
             if problem:
                 warnings.append(problem)
-    layers = [Layer("rgba", np.asarray(res.rgba, dtype=np.float32))]
-    layers += [Layer(f"matte.{name}", np.asarray(m, dtype=np.float32)) for name, m in (res.mattes or {}).items()]
-    return JobOutput(fields={"faces": faces, "warnings": [str(w) for w in (res.warnings or []) if w] + warnings,
-                             "provenance": attributes}, layers=layers)
+    layers = [("rgba", np.asarray(res.rgba, dtype=np.float32))]
+    layers += [(f"matte.{name}", np.asarray(m, dtype=np.float32)) for name, m in (res.mattes or {}).items()]
+    return {"faces": faces, "warnings": [str(w) for w in (res.warnings or []) if w] + warnings,
+            "provenance": attributes}, layers
