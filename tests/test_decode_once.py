@@ -3,6 +3,8 @@ by table; per-face crops are cut from the face's box, not the whole frame (issue
 
 from __future__ import annotations
 
+import os
+
 import cv2
 import numpy as np
 
@@ -129,3 +131,74 @@ def test_frames_freed_after_the_analysis_go_back_to_the_system():
 
     r = subprocess.run([sys.executable, "-c", _FREED_CHECK], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, (r.stdout, r.stderr)  # RSS before and after the trim, in MB
+
+
+def _analysed_decodes(plate: Plate) -> dict[int, int]:
+    analysis = Engine().shot_analysis(plate, schema.validate({}))
+    assert analysis.tracks, "the test shot has faces"
+    return dict(plate.decodes)
+
+
+def test_a_shot_longer_than_the_memory_budget_is_still_decoded_once(tmp_path, monkeypatch):
+    """Frames past KEEP_FRAMES_BYTES go to the spill file instead of being decoded again in later passes."""
+    from engine.analysis import compute
+
+    monkeypatch.setenv("FACE_FUSION_CACHE_DIR", "off")
+    monkeypatch.setattr(compute, "KEEP_FRAMES_BYTES", 3 * 320 * 192 * 3)  # three 8-bit frames in memory
+    stores: list = []
+    real_init = compute.FrameStore.__init__
+
+    def spy(self, budget: int) -> None:
+        real_init(self, budget)
+        stores.append(self)
+
+    monkeypatch.setattr(compute.FrameStore, "__init__", spy)
+    path = _movie(tmp_path)
+    plate = Plate(ImageInput(path=path))
+    assert _analysed_decodes(plate) == {f: 1 for f in plate.frames}
+    plate.close()
+    (store,) = stores
+    assert store.spilled_bytes == 9 * 320 * 192 * 3  # the other nine frames went to disk, and came back from it
+
+
+def test_an_exr_sequence_is_decoded_once_for_the_analysis(tmp_path, monkeypatch):
+    """A float plate keeps its linear pixels for the measuring pass (before, that pass decoded every frame again)."""
+    monkeypatch.setenv("FACE_FUSION_CACHE_DIR", "off")
+    photo = shots.load_photo_linear("t1")[150:520, 200:780]
+    frames, _ = shots.render_shot(photo, (320, 192), 6)
+    plate = Plate(ImageInput(path=shots.write_sequence(frames, str(tmp_path / "exr"))))
+    assert not plate.srgb_u8
+    assert _analysed_decodes(plate) == {f: 1 for f in plate.frames}
+
+
+def test_an_8_bit_png_sequence_goes_to_linear_light_by_table(tmp_path):
+    photo = shots.load_photo_linear("t1")[150:520, 200:780]
+    frames, _ = shots.render_shot(photo, (320, 192), 3)
+    plate = Plate(ImageInput(path=shots.write_sequence(frames, str(tmp_path / "png"), ext="png")))
+    assert plate.srgb_u8
+    for f in plate.frames:
+        rgba, gamut = plate.read(f)
+        path = tmp_path / "png" / f"plate.{f:04d}.png"
+        u8 = cv2.imread(str(path), cv2.IMREAD_COLOR)[..., ::-1]
+        assert gamut == "rec709"
+        assert np.array_equal(plate.read_u8(f), u8)  # the file's own bytes, for the detectors
+        # the table is srgb_decode of each code value: within one float32 step of decoding the float read
+        assert np.abs(rgba[..., :3] - colour.srgb_decode(u8.astype(np.float32) / 255.0)).max() <= 3e-7
+    assert dict(plate.decodes) == {1: 2, 2: 2, 3: 2}  # read and read_u8, each one decode
+
+
+def test_the_frame_store_keeps_memory_to_its_budget_and_leaves_no_file(tmp_path):
+    from engine.analysis.frame_store import FrameStore
+
+    rng = np.random.default_rng(3)
+    images = {f: rng.integers(0, 256, (40, 60, 3), np.uint8) for f in range(6)}
+    store = FrameStore(2 * images[0].nbytes)
+    for f, im in images.items():
+        store.put(("u8", f), im)
+    assert store.spilled_bytes == 4 * images[0].nbytes
+    for f, im in images.items():
+        assert np.array_equal(store.get(("u8", f)), im)
+    assert store.get(("u8", 99)) is None
+    assert os.fstat(store._file.fileno()).st_nlink == 0  # no name on disk: a crash leaves nothing
+    store.close()
+    assert store.get(("u8", 5)) is None

@@ -4,7 +4,8 @@ Three passes over the frames, in order (movie decoders are sequential): shot cut
 following faces between key frames with the chosen detector re-anchoring them, ``engine.stages.face_follow``; a
 landmarker other than the mesh runs the detector and landmarker on every frame and links the faces per shot);
 then, on the final geometry, the track statistics table and identity embeddings of a few frames per track.
-Small plates keep their 8-bit frames in memory between passes; larger ones are read again.
+Frames are kept between passes (engine.analysis.frame_store: in memory, beyond a budget on disk), never decoded
+again.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 from engine import render_pool
 from engine.analysis import models as am
 from engine.analysis import stats as track_stats
+from engine.analysis.frame_store import FrameStore
 from engine.analysis.record import ShotAnalysis, TrackRecord
 from engine.errors import EngineError
 from engine.io import colour
@@ -31,7 +33,7 @@ from engine.stages.contracts import Face
 from engine.stages.landmarks_mesh468 import to_68
 from engine.stages.shot_cuts import CutDetector
 
-KEEP_FRAMES_BYTES = 768 * 2**20  # 8-bit frames kept in memory between passes up to this size
+KEEP_FRAMES_BYTES = 768 * 2**20  # frames kept in memory between passes up to this size; the rest on disk
 EMBED_SAMPLES = 5  # frames per track whose identity embedding is averaged (the most confident ones)
 # Frames whose faces go to a landmarker with a batch dimension together (2d106det). The detectors in the
 # catalogue (SCRFD, RetinaFace, YuNet: input batch 1; BlazeFace, the mesh: LiteRT, batch 1) and 2DFAN4 (batch 1)
@@ -53,13 +55,15 @@ class AnalysisRun:
 
 
 class _Frames:
-    """Plate frames as 8-bit sRGB (what the models see), with progress and cancel checks per frame read."""
+    """Plate frames as 8-bit sRGB (what the models see), with progress and cancel checks per frame read. Each frame
+    is decoded once for the three passes: its 8-bit image (and, where the plate is not 8-bit, its linear pixels for
+    the measuring pass) are kept in a FrameStore, in memory up to KEEP_FRAMES_BYTES and on disk beyond."""
 
     def __init__(self, run: AnalysisRun, passes: int) -> None:
         self.run, self.frames = run, list(run.plate.frames)
         self.total, self.done = passes * len(self.frames), 0
-        self.kept: dict[int, np.ndarray] = {}
-        self.keep = True
+        self.kept = FrameStore(KEEP_FRAMES_BYTES)
+        self.gamut = "rec709"  # of the kept linear frames (one plate: one space)
 
     def tick(self) -> None:
         self.run.check_cancel()
@@ -67,37 +71,48 @@ class _Frames:
         self.run.emit({"type": "progress", "stage": "analyse", "done": self.done, "total": self.total})
 
     def has_bytes(self, f: int) -> bool:
-        """Whether ``read_lin(f)`` comes from kept bytes (any thread) rather than the decoder (one thread)."""
-        return self.run.plate.srgb_u8 and f in self.kept
+        """Whether ``read_lin(f)`` comes from kept frames (any thread) rather than the decoder (one thread)."""
+        return (("u8", f) if self.run.plate.srgb_u8 else ("lin", f)) in self.kept
 
     def read_lin(self, f: int) -> tuple[np.ndarray, str]:
-        """Frame ``f`` in linear light: from its kept bytes by table where the plate is 8-bit sRGB (no second
-        decode), else read."""
-        kept = self.kept.get(f) if self.run.plate.srgb_u8 else None
-        if kept is not None:
-            return colour.SRGB_U8_TO_LINEAR[kept], "rec709"  # Plate.from_u8's values, without the alpha
+        """Frame ``f`` in linear light: from its kept bytes by table where the plate is 8-bit sRGB, else its kept
+        linear pixels; read only when neither is kept."""
+        if self.run.plate.srgb_u8:
+            kept = self.kept.get(("u8", f))
+            if kept is not None:
+                return colour.SRGB_U8_TO_LINEAR[kept], "rec709"  # Plate.from_u8's values, without the alpha
+        else:
+            lin = self.kept.get(("lin", f))
+            if lin is not None:
+                return lin, self.gamut
         rgba, gamut = self.run.plate.read(f)
         return np.ascontiguousarray(rgba[..., :3]), gamut
 
     def u8(self, f: int) -> np.ndarray:
         self.tick()
-        if f in self.kept:
-            return self.kept[f]
+        kept = self.kept.get(("u8", f))
+        if kept is not None:
+            return kept
         plate = self.run.plate
-        # an 8-bit sRGB plate's decoded bytes are what the detectors see: the same bytes as the round trip
-        # through linear light gave (all 256 code values come back), without it
-        u8 = plate.read_u8(f) if plate.srgb_u8 else self.u8_of(f, *self.read_lin(f))
-        if self.keep:
-            self.kept[f] = u8
-            if sum(a.nbytes for a in self.kept.values()) > KEEP_FRAMES_BYTES:
-                self.keep = False
-                self.kept.clear()
+        if plate.srgb_u8:
+            # an 8-bit sRGB plate's decoded bytes are what the detectors see: the same bytes as the round trip
+            # through linear light gave (all 256 code values come back), without it
+            u8 = plate.read_u8(f)
+            self.kept.put(("u8", f), u8)
+        else:
+            lin, self.gamut = self.read_lin(f)
+            u8 = colour.to_u8(colour.linear_to_model(lin, self.gamut))
+            self.kept.put(("u8", f), u8)  # first: the detectors' frames are read twice more, the pixels once
+            self.kept.put(("lin", f), lin)
         return u8
 
     def u8_of(self, f: int, lin: np.ndarray, gamut: str) -> np.ndarray:
         """Frame ``f``'s 8-bit image, already read as ``lin``: the kept one, else converted (no tick, not kept)."""
-        kept = self.kept.get(f)
+        kept = self.kept.get(("u8", f))
         return kept if kept is not None else colour.to_u8(colour.linear_to_model(lin, gamut))
+
+    def close(self) -> None:
+        self.kept.close()
 
 
 def analyse_plate(run: AnalysisRun) -> ShotAnalysis:
@@ -105,26 +120,29 @@ def analyse_plate(run: AnalysisRun) -> ShotAnalysis:
     fm = am.face_models(s)
     t0 = time.perf_counter()
     frames = _Frames(run, 3)
-    cuts = CutDetector()
-    for f in frames.frames:
-        cuts.add(frames.u8(f))
-    starts = sorted({frames.frames[0], *(frames.frames[i] for i in cuts.cuts())})
-    detector = run.create("detect", fm.detector, **am.detector_options(s))
-    landmarker = run.create("landmarks", fm.landmarker)
-    if fm.follows:
-        tracks = []
-        bounds = starts + [frames.frames[-1] + 1]
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True):  # shot by shot: a short shot's tracks count too
-            shot = face_follow.follow(range(a, b), frames.u8, detector, landmarker,
-                                      am.follow_options(s, b - a, run.fail_frames), cuts=[])
-            tracks += [_from_follower(t, len(tracks) + k) for k, t in enumerate(shot.tracks)]
-    else:
-        tracks = _per_frame_tracks(frames, starts, detector, landmarker, run.fail_frames)
-    recognizer = run.create("recognize", fm.recognizer)
-    _measure(frames, tracks, recognizer, getattr(landmarker, "place_eyes", None))
-    info = {"models": {"detector": fm.detector, "landmarker": fm.landmarker, "recognizer": fm.recognizer},
-            "settings": am.analysis_settings(s), "seconds": round(time.perf_counter() - t0, 3)}
-    return ShotAnalysis(frames.frames, starts, tracks, fm.recognizer, info).round_trip()
+    try:
+        cuts = CutDetector()
+        for f in frames.frames:
+            cuts.add(frames.u8(f))
+        starts = sorted({frames.frames[0], *(frames.frames[i] for i in cuts.cuts())})
+        detector = run.create("detect", fm.detector, **am.detector_options(s))
+        landmarker = run.create("landmarks", fm.landmarker)
+        if fm.follows:
+            tracks = []
+            bounds = starts + [frames.frames[-1] + 1]
+            for a, b in zip(bounds[:-1], bounds[1:], strict=True):  # shot by shot: a short shot's tracks count too
+                shot = face_follow.follow(range(a, b), frames.u8, detector, landmarker,
+                                          am.follow_options(s, b - a, run.fail_frames), cuts=[])
+                tracks += [_from_follower(t, len(tracks) + k) for k, t in enumerate(shot.tracks)]
+        else:
+            tracks = _per_frame_tracks(frames, starts, detector, landmarker, run.fail_frames)
+        recognizer = run.create("recognize", fm.recognizer)
+        _measure(frames, tracks, recognizer, getattr(landmarker, "place_eyes", None))
+        info = {"models": {"detector": fm.detector, "landmarker": fm.landmarker, "recognizer": fm.recognizer},
+                "settings": am.analysis_settings(s), "seconds": round(time.perf_counter() - t0, 3)}
+        return ShotAnalysis(frames.frames, starts, tracks, fm.recognizer, info).round_trip()
+    finally:
+        frames.close()  # the spill file goes with it
 
 
 def _from_follower(t: face_follow.FaceTrack, track_id: int) -> TrackRecord:

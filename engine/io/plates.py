@@ -65,6 +65,47 @@ def image_precision(path: str, what: str = "image") -> tuple[bool, bool]:
         inp.close()
 
 
+def _plain_u8(spec) -> bool:
+    """An 8-bit file of colour alone (grey or RGB, no alpha): its bytes are the whole frame."""
+    import OpenImageIO as oiio
+
+    formats = list(spec.channelformats) or [spec.format]
+    return all(f.basetype == oiio.UINT8 for f in formats) and spec.alpha_channel < 0 and spec.nchannels in (1, 3)
+
+
+def is_plain_u8(path: str, what: str = "image") -> bool:
+    """Whether ``read_u8_file`` can read ``path`` (from its header)."""
+    inp = _open(path, what)
+    try:
+        return _plain_u8(inp.spec())
+    finally:
+        inp.close()
+
+
+def read_u8_file(path: str, what: str = "image") -> np.ndarray:
+    """An 8-bit grey or RGB file's bytes as uint8 (H, W, 3) RGB, as stored (no float round trip)."""
+    import OpenImageIO as oiio
+
+    inp = _open(path, what)
+    try:
+        spec = inp.spec()
+        if not _plain_u8(spec):
+            raise EngineError(f"{what} '{path}' is not an 8-bit RGB image like the sequence's first frame",
+                              "export every frame of the sequence with the same bit depth and channels")
+        pixels = inp.read_image(0, 0, 0, spec.nchannels, oiio.UINT8)
+        err = inp.geterror().strip() if pixels is None or inp.has_error else ""
+        if pixels is None or err:
+            raise EngineError(f"{what} '{path}' is damaged ({err or 'no pixels read'})", "re-export the file")
+    finally:
+        inp.close()
+    px = np.asarray(pixels, dtype=np.uint8).reshape(spec.height, spec.width, spec.nchannels)
+    if spec.nchannels == 1:
+        return np.ascontiguousarray(np.repeat(px, 3, axis=2))
+    lower = [n.lower() for n in spec.channelnames]
+    idx = [lower.index(n) if n in lower else i for i, n in enumerate(("r", "g", "b"))]
+    return px if idx == [0, 1, 2] else np.ascontiguousarray(px[..., idx])
+
+
 def read_image_file(path: str, what: str = "image") -> ImageFile:
     """Read any image OpenImageIO knows, as float32 RGBA (values as stored: 8-bit files in [0, 1])."""
     import OpenImageIO as oiio
@@ -112,6 +153,7 @@ class Plate:
         self.still = False  # in-memory pixels: one image that stands for any frame asked for (pin_frames)
         self.decodes: Counter[int] = Counter()  # frame -> times decoded from its file or movie (tests assert it)
         self.full_float = False
+        self._u8_files = False  # a sequence or image of 8-bit RGB files: decoded as bytes (``srgb_u8``)
         path = src.path
         if src.pixels is not None:
             px = np.asarray(src.pixels, dtype=np.float32)
@@ -140,11 +182,13 @@ class Plate:
             self.frames = sorted(self._files)
             check_frame_span(self.frames[0], self.frames[-1], f"{what} sequence '{path}' numbers its frames from")
             self.is_float, self.full_float = image_precision(self._files[self.frames[0]], what)
+            self._u8_files = is_plain_u8(self._files[self.frames[0]], what)
         else:
             check_regular(path, what)
             self._files[1] = path
             self.frames = [1]
             self.is_float, self.full_float = image_precision(path, what)
+            self._u8_files = is_plain_u8(path, what)
         self.space = colour.resolve(src.colorspace, is_float_file=self.is_float)
 
     def describe(self) -> str:
@@ -174,14 +218,19 @@ class Plate:
 
     @property
     def srgb_u8(self) -> bool:
-        """Whether frames decode to 8-bit sRGB (an 8-bit movie read as sRGB): then ``read_u8`` gives the decoded
-        bytes (what the detectors see, no round trip through float) and ``from_u8`` linear light by table."""
-        return self._movie is not None and not self._movie.deep and self.space == "srgb"
+        """Whether frames decode to 8-bit sRGB (an 8-bit movie, or 8-bit RGB PNG/JPEG/TIFF files without alpha,
+        read as sRGB): then ``read_u8`` gives the decoded bytes (what the detectors see, no round trip through
+        float) and ``from_u8`` linear light by table."""
+        if self.space != "srgb":
+            return False
+        return self._u8_files if self._movie is None else not self._movie.deep
 
     def read_u8(self, frame: int) -> np.ndarray:
         """An ``srgb_u8`` plate's frame as decoded: uint8 (H, W, 3) sRGB."""
         self._check_frame(frame)
         self.decodes[frame] += 1
+        if self._movie is None:
+            return read_u8_file(self._files[frame], self.what)
         return self._movie.read_u8(frame)
 
     @staticmethod
