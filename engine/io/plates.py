@@ -82,23 +82,33 @@ def is_plain_u8(path: str, what: str = "image") -> bool:
         inp.close()
 
 
-def read_u8_file(path: str, what: str = "image") -> np.ndarray:
-    """An 8-bit grey or RGB file's bytes as uint8 (H, W, 3) RGB, as stored (no float round trip)."""
-    import OpenImageIO as oiio
-
+def _read_pixels(path: str, what: str, oiio_type, dtype, check=None):
+    """(pixels (H, W, C) as ``dtype``, the file's spec); ``check(spec)`` may refuse the file before its pixels."""
     inp = _open(path, what)
     try:
         spec = inp.spec()
-        if not _plain_u8(spec):
-            raise EngineError(f"{what} '{path}' is not an 8-bit RGB image like the sequence's first frame",
-                              "export every frame of the sequence with the same bit depth and channels")
-        pixels = inp.read_image(0, 0, 0, spec.nchannels, oiio.UINT8)
+        if check is not None:
+            check(spec)
+        pixels = inp.read_image(0, 0, 0, spec.nchannels, oiio_type)
+        # A truncated JPEG still gives pixels (grey past the cut) and only says so in the error text.
         err = inp.geterror().strip() if pixels is None or inp.has_error else ""
         if pixels is None or err:
             raise EngineError(f"{what} '{path}' is damaged ({err or 'no pixels read'})", "re-export the file")
     finally:
         inp.close()
-    px = np.asarray(pixels, dtype=np.uint8).reshape(spec.height, spec.width, spec.nchannels)
+    return np.asarray(pixels, dtype=dtype).reshape(spec.height, spec.width, spec.nchannels), spec
+
+
+def read_u8_file(path: str, what: str = "image") -> np.ndarray:
+    """An 8-bit grey or RGB file's bytes as uint8 (H, W, 3) RGB, as stored (no float round trip)."""
+    import OpenImageIO as oiio
+
+    def plain(spec) -> None:
+        if not _plain_u8(spec):
+            raise EngineError(f"{what} '{path}' is not an 8-bit RGB image like the sequence's first frame",
+                              "export every frame of the sequence with the same bit depth and channels")
+
+    px, spec = _read_pixels(path, what, oiio.UINT8, np.uint8, plain)
     if spec.nchannels == 1:
         return np.ascontiguousarray(np.repeat(px, 3, axis=2))
     lower = [n.lower() for n in spec.channelnames]
@@ -110,17 +120,7 @@ def read_image_file(path: str, what: str = "image") -> ImageFile:
     """Read any image OpenImageIO knows, as float32 RGBA (values as stored: 8-bit files in [0, 1])."""
     import OpenImageIO as oiio
 
-    inp = _open(path, what)
-    try:
-        spec = inp.spec()
-        pixels = inp.read_image(0, 0, 0, spec.nchannels, oiio.FLOAT)
-        # A truncated JPEG still gives pixels (grey past the cut) and only says so in the error text.
-        err = inp.geterror().strip() if pixels is None or inp.has_error else ""
-        if pixels is None or err:
-            raise EngineError(f"{what} '{path}' is damaged ({err or 'no pixels read'})", "re-export the file")
-    finally:
-        inp.close()
-    pixels = np.asarray(pixels, dtype=np.float32).reshape(spec.height, spec.width, spec.nchannels)
+    pixels, spec = _read_pixels(path, what, oiio.FLOAT, np.float32)
     is_float, full = _precision(spec)
     return ImageFile(_to_rgba(pixels, list(spec.channelnames), spec.alpha_channel), is_float, full)
 
