@@ -28,7 +28,7 @@ from typing import Any
 
 from engine import __version__, audit_key
 from engine.errors import EngineError
-from engine.io.files import open_regular
+from engine.io.files import NOFOLLOW, open_regular
 from engine.models.catalogue import default_models_dir
 
 ENV_AUDIT_LOG = "FACE_FUSION_AUDIT_LOG"
@@ -88,7 +88,7 @@ def append(entry: dict[str, Any]) -> tuple[str | None, str | None]:
         path.parent.mkdir(parents=True, exist_ok=True)
         key, kid = audit_key.load_or_create(path)
         # Never through a link planted at the log's name, never blocked on a FIFO there.
-        fd = open_regular(str(path), os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fd = open_regular(str(path), os.O_RDWR | os.O_APPEND | os.O_CREAT | NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # read the last line and append after it as one step
             last = _last_line(fd)

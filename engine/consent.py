@@ -28,7 +28,7 @@ from typing import Any
 from engine import policy
 from engine.errors import EngineError
 from engine.io import atomic, bounded_json
-from engine.io.files import open_regular
+from engine.io.files import CLOEXEC, NOFOLLOW, open_regular
 from engine.job import ImageInput, SwapJob
 from engine.models.catalogue import default_models_dir
 
@@ -78,7 +78,7 @@ def _read(path: Path) -> dict[str, Any]:
     and field named (a store edited by hand, or another version's, must not become a traceback mid-render)."""
     todo = f"fix or remove the entry, or set ${ENV_FILE} to another store"
     try:  # never through a link (whoever planted it would choose the consents) and never blocked on a FIFO
-        fd = open_regular(str(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = open_regular(str(path), os.O_RDONLY | NOFOLLOW | CLOEXEC)
     except FileNotFoundError:
         return {}
     except OSError as exc:
@@ -128,7 +128,7 @@ def _update(change: Any) -> dict[str, Any]:
     # The lock file is opened without following a link (a studio share is where another user can plant one).
     lock_path = str(path) + ".lock"
     try:
-        lock = open_regular(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        lock = open_regular(lock_path, os.O_RDWR | os.O_CREAT | NOFOLLOW | CLOEXEC, 0o644)
     except OSError as exc:
         raise EngineError(f"the consent store's lock file {lock_path} cannot be opened ("
                           + ("it is a symbolic link, never written through" if exc.errno == errno.ELOOP else

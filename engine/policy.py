@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.errors import EngineError
 from engine.io import bounded_json
-from engine.io.files import open_regular
+from engine.io.files import CLOEXEC, open_regular
 from engine.models.catalogue import default_models_dir
 
 ENV_POLICY = "FACE_FUSION_POLICY"
@@ -49,7 +49,7 @@ def load() -> dict[str, Any]:
     if not os.path.lexists(path):
         return {}
     try:
-        fd = open_regular(str(path), os.O_RDONLY | os.O_CLOEXEC)  # a FIFO or a folder is refused, never waited on
+        fd = open_regular(str(path), os.O_RDONLY | CLOEXEC)  # a FIFO or a folder is refused, never waited on
         with os.fdopen(fd, "rb") as fh:
             raw = fh.read(MAX_BYTES + 1)
     except OSError as exc:

@@ -73,7 +73,10 @@ def atomic_file(path: str | os.PathLike[str], mode: int | None = None, *, sync: 
         with os.fdopen(fd, "wb") as fh:
             yield fh  # type: ignore[misc]
             fh.flush()
-            os.fchmod(fh.fileno(), new_file_mode() if mode is None else mode)
+            if hasattr(os, "fchmod"):
+                os.fchmod(fh.fileno(), new_file_mode() if mode is None else mode)
+            else:  # Windows: modes are read-only flags there
+                os.chmod(tmp, new_file_mode() if mode is None else mode)
             if sync:
                 os.fsync(fh.fileno())
         _replace(tmp, st, os.path.join(folder, name))

@@ -34,6 +34,8 @@ def check_pixel_budget(width: int, height: int, path: str, what: str) -> None:
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"))
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # opening a FIFO without it waits for the other end
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # a link at the last component is refused (ELOOP), never opened
+CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 def kind_of(mode: int) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.io.files import open_regular
+from engine.io.files import CLOEXEC, NOFOLLOW, open_regular
 from engine.models import verify, wheel_members
 from engine.models.catalogue import ModelEntry, Source
 
@@ -110,7 +110,7 @@ def download(url: str, part: Path, *, expected_size: int | None = None,
         total = start + int(length) if length is not None else expected_size
         done = start
         # The part keeps a fixed name so that a download resumes; it is opened without following a link.
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_APPEND if start else os.O_TRUNC)
+        flags = os.O_WRONLY | os.O_CREAT | NOFOLLOW | CLOEXEC | (os.O_APPEND if start else os.O_TRUNC)
         try:
             fd = open_regular(str(part), flags, 0o644)
         except OSError as exc:
