@@ -30,7 +30,7 @@ def _libc() -> ctypes.CDLL | None:
 
 # mallopt parameters (glibc's malloc.h)
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
-_REUSE_BELOW = 256 << 20  # blocks under this come from the heaps (a 4K float RGBA frame is 127 MB)
+_REUSE_BELOW = 64 << 20  # blocks under this come from the heaps (a 1080p float RGBA frame is 33 MB)
 
 
 def reuse_freed_blocks() -> bool:
