@@ -10,6 +10,10 @@ import os
 # walkers clip's follower took 92/86 CPU ms per 1080p frame with it, 76/72 without, same wall time (bench/RESULTS.md).
 # OpenCV reads this when it is imported: set here, before any engine module imports cv2.
 os.environ.setdefault("OPENCV_THREAD_POOL_ACTIVE_WAIT_WORKER", "0")
+# The engine runs frames side by side (engine.render_pool): numpy's BLAS and any OpenMP library run one thread each,
+# or N workers start N x cores threads. Read when those libraries load: set before any engine module imports numpy.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 # Raise with every change to the pixels a render makes: it is part of each output folder's cache key
 # (engine/cachekey.py), so a bake never resumes into frames an earlier engine made. 0.2.0: issue 10's compositing;

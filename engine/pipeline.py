@@ -76,7 +76,8 @@ class Engine:
 
         with self._lock:
             if self._runtime is None:
-                self._runtime = Runtime(providers_spec=self.providers, models_dir=self.models_dir)
+                self._runtime = Runtime(providers_spec=self.providers, models_dir=self.models_dir,
+                                        threads=render_pool.session_threads(self.jobs_at_once))
             return self._runtime
 
     def analyse_u8(self, frame_u8: np.ndarray, upsample: int, embed: bool = False,

@@ -6,8 +6,10 @@ their work) while the main thread decodes and hands frames to the writer in fram
 on the number of workers or the order in which they finish.
 
 ``workers`` (a job's, CLI ``--workers``) is threads per job; the server's ``--render-workers`` is jobs at once.
-Their product is capped at the machine's cores (``cores_per_job``). With more than one worker, OpenCV's own
-thread pool is pinned to one thread for as long as any such job runs, so N workers use N cores, not N x cores.
+Their product is capped at the machine's cores (``workers_for``). With more than one worker, OpenCV's own
+thread pool is pinned to one thread for as long as any such job runs, so N workers use N cores, not N x cores;
+onnxruntime's sessions run one intra-op thread each (``session_threads``) and BLAS/OpenMP one thread
+(``engine/__init__.py``).
 """
 
 from __future__ import annotations
@@ -48,6 +50,13 @@ def workers_for(requested: int | None, jobs_at_once: int = 1) -> int:
     when ``jobs_at_once`` jobs render side by side."""
     share = max(1, machine_cores() // max(1, jobs_at_once))
     return max(1, min(share, requested if requested is not None else share))
+
+
+def session_threads(jobs_at_once: int = 1) -> int | None:
+    """onnxruntime's intra-op threads for the engine's shared sessions: one where a job renders on several
+    workers by default (each worker's model call then takes one core, not every core: N workers x N threads
+    oversubscribed the machine), the library's default (every core) where a job has a single core anyway."""
+    return 1 if workers_for(None, jobs_at_once) > 1 else None
 
 
 _pin_lock = threading.Lock()

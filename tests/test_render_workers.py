@@ -104,6 +104,20 @@ def test_workers_share_the_cores_with_jobs_side_by_side(monkeypatch):
             render_pool.checked_workers(bad)
 
 
+def test_model_sessions_and_blas_run_one_thread_where_jobs_have_several_workers(monkeypatch):
+    monkeypatch.setattr(render_pool, "machine_cores", lambda: 8)
+    assert render_pool.session_threads() == 1  # 8 workers by default: one intra-op thread each
+    assert render_pool.session_threads(jobs_at_once=8) is None  # one core a job: onnxruntime's own default
+    engine = Engine()
+    assert engine.runtime().threads == 1  # the shared sessions are made with it
+    # an engine process pins BLAS and OpenMP before numpy loads (engine/__init__.py)
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", "import engine, os; print(os.environ['OPENBLAS_NUM_THREADS'], "
+                          "os.environ['OMP_NUM_THREADS'])"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "1"]
+
+
 def test_opencv_runs_one_thread_while_a_job_with_several_workers_runs():
     import cv2
 
