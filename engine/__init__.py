@@ -19,10 +19,10 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 # (engine/cachekey.py), so a bake never resumes into frames an earlier engine made. 0.2.0: issue 10's compositing;
 # 0.3.0: large blurs on a shrunk copy (engine/stages/blur.py), Lab in float32 (within 1e-3 of 0.2.0's pixels).
 # 0.4.0: the zone keeps the plate's side light (lighting.relight), the plate's brows are not handed inward (blend).
-# 0.5.0: a frontal face's zone takes the mean of the plate's shading where both sides agree (lighting.facing).
+# 0.5.0: a frontal face's zone takes the mean of the plate's shading where both sides agree (face_symmetry.facing).
 # 0.6.0: the mouth's openness is held along the track (track_models.MOUTH_HOLD).
 # 0.7.0: a source eye's surround (liner, lashes) is face in the source region (source_region._eye_surround).
-# 0.8.0: the eyes between the lids keep the swap's own colour (lighting.eye_openings).
+# 0.8.0: the eyes between the lids keep the swap's own colour (face_symmetry.eye_openings).
 # 0.10.0 (0.9.0 was a reverted build): the face is blurred at most as far as the plate's eyes and brows are soft
 # and its skin's texture turned down for the rest (engine.stages.resolution); in the shape zone the plate's colour
 # is taken from its skin away from highlights (lighting.diffuse_base).

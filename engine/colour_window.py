@@ -12,7 +12,7 @@ from engine import track_models
 from engine.face_steps import crop_geometry
 from engine.io import colour
 from engine.records import JobContext, PendingFrame, SwappedFace
-from engine.stages import blend, colour_match, detail_match, geometry68, lighting, masks, resolution
+from engine.stages import blend, colour_match, detail_match, face_symmetry, geometry68, lighting, masks, resolution
 from engine.stages.align import transform_points, warp_crop
 from engine.stages.composite import FrameLayers, composite, empty_layers, paste_face, paste_matte
 from engine.stages.contracts import Face
@@ -112,13 +112,13 @@ class ColourWindow:
             # Inside the shape zone the swap keeps its own mid-frequency shading (identity); elsewhere the plate's.
             size = lin709.shape[0]
             zone = None if fc.lm68 is None else lighting.shape_zone(fc.lm68, size, fc.face_scale)
-            mirror = None if fc.lm68 is None else lighting.mirror_maps(fc.lm68, size)
+            mirror = None if fc.lm68 is None else face_symmetry.mirror_maps(fc.lm68, size)
             before = lin709
             lin709 = lighting.relight(lin709, fc.target709, skin_t, fc.face_scale, skin_swapped=skin_s,
                                       strength=s.lighting_strength, scale=s.lighting_scale,
                                       tone=lighting.SkinTone.pooled(tones) if tones else None, zone=zone,
-                                      mirror=mirror, facing=0.0 if fc.lm68 is None else lighting.facing(fc.lm68),
-                                      colour_keep=None if fc.lm68 is None else lighting.eye_openings(
+                                      mirror=mirror, facing=0.0 if fc.lm68 is None else face_symmetry.facing(fc.lm68),
+                                      colour_keep=None if fc.lm68 is None else face_symmetry.eye_openings(
                                           fc.lm68, size, fc.face_scale))
             if fc.shown is not None:
                 lin709 = unmix(lin709, before, fc.target709, fc.shown)

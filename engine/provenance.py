@@ -16,7 +16,7 @@ from engine.analysis import face_models
 from engine.models import catalogue, verify
 from engine.records import JobContext, PendingFrame
 from engine.stages import registry
-from engine.stages.composite import FrameLayers, composite
+from engine.stages.composite import FrameLayers, composite_box
 from engine.stages.upscale_waifu2x import denoise_model
 from engine.watermark import payload as wm_payload
 from engine.watermark.embed import mark_face_layer
@@ -75,8 +75,12 @@ def _marked(ctx: JobContext, p: PendingFrame, layers: FrameLayers, rgba: Any, pa
     """The frame's layers and RGBA with the invisible watermark in the face layer (and so in the composite)."""
     if payload is None or not p.faces:
         return layers, rgba
-    mark_face_layer(layers.face, p.plate, p.gamut, wm_payload.encode(payload))
-    return layers, composite(p.plate, layers) if ctx.settings.output_mode == "composite" else layers.face
+    box = mark_face_layer(layers.face, p.plate, p.gamut, wm_payload.encode(payload))
+    if ctx.settings.output_mode != "composite":
+        return layers, layers.face
+    if box is not None:  # ``rgba`` is this frame's composite: only the marked box is composited again
+        composite_box(rgba, p.plate, layers, box)
+    return layers, rgba
 
 
 class Provenance:

@@ -11,7 +11,7 @@ import numpy as np
 from engine import settings as schema
 from engine import shots
 from engine.io import colour
-from engine.io.plates import Plate
+from engine.io.plates import Plate, read_image_file
 from engine.job import ImageInput, SwapJob
 from engine.pipeline import Engine
 from engine.stages import align
@@ -182,9 +182,10 @@ def test_an_8_bit_png_sequence_goes_to_linear_light_by_table(tmp_path):
         u8 = cv2.imread(str(path), cv2.IMREAD_COLOR)[..., ::-1]
         assert gamut == "rec709"
         assert np.array_equal(plate.read_u8(f), u8)  # the file's own bytes, for the detectors
-        # the table is srgb_decode of each code value: within one float32 step of decoding the float read
-        assert np.abs(rgba[..., :3] - colour.srgb_decode(u8.astype(np.float32) / 255.0)).max() <= 3e-7
-    assert dict(plate.decodes) == {1: 2, 2: 2, 3: 2}  # read and read_u8, each one decode
+        # the table gives what decoding the file's float read gave (OpenImageIO's conversion, not v / 255)
+        raw = read_image_file(str(path)).rgba[..., :3]
+        assert np.array_equal(rgba[..., :3], colour.srgb_decode(raw))
+    assert dict(plate.decodes) == {1: 2, 2: 2, 3: 2}  # read and read_u8, each one decode (read_image_file: none)
 
 
 def test_the_frame_store_keeps_memory_to_its_budget_and_leaves_no_file(tmp_path):

@@ -16,7 +16,7 @@ import pytest
 
 from engine import shots
 from engine.io import colour
-from engine.stages import geometry68, lighting, masks
+from engine.stages import face_symmetry, geometry68, lighting, masks
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, crop_size_for, transform_points, warp_crop
 from engine.stages.colour_match import lin_to_lab
 from engine.stages.contracts import kps5_from_68
@@ -332,7 +332,7 @@ def test_the_swaps_eyes_keep_their_own_colour_on_a_warm_plate():
     """paul_rudd onto shea_whigham (a warm, ruddy plate): between the lids the swap keeps its own colour, so the
     whites stay near neutral; with the skin's colour filled across them (CHROMA_DETAIL alone) they took its hue."""
     swapped, c = pair("paul_rudd", "shea_whigham")
-    eyes = lighting.eye_openings(c["lm"], c["size"], c["scale"])
+    eyes = face_symmetry.eye_openings(c["lm"], c["size"], c["scale"])
     assert eyes.max() > 0.99 and eyes[c["skin"] > 0.5].mean() < 0.05  # the eyes, not the skin
     kept = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], colour_keep=eyes)
     skin_hued = lighting.relight(swapped, c["lin"], c["skin"], c["scale"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.stages import lighting
+from engine.stages import face_symmetry, lighting
 from tests.test_lighting import _LUMA, pair
 
 
@@ -53,7 +53,7 @@ def test_only_the_symmetric_part_of_the_zones_shading_is_kept_with_mirror_maps()
     one_side = swapped * _blob(c, left + below)[..., None]  # a side key light's shadow: one socket only
     both = swapped * (_blob(c, left + below) * _blob(c, right + below))[..., None]  # the face's shape: both
     zone = lighting.shape_zone(lm, c["size"], c["scale"])
-    mirror = lighting.mirror_maps(lm, c["size"])
+    mirror = face_symmetry.mirror_maps(lm, c["size"])
     r = 0.03 * c["scale"]
     plain = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], zone=zone, mirror=mirror)
 
@@ -79,7 +79,7 @@ def test_a_side_lit_plates_light_is_kept_as_the_plate_has_it_with_mirror_maps():
     left, right = lm[[37, 38, 40, 41]].mean(0), lm[[43, 44, 46, 47]].mean(0)
     below = np.array([0.0, 0.12 * c["scale"]])  # the cheekbones, inside the zone
     zone = lighting.shape_zone(lm, c["size"], c["scale"])
-    mirror = lighting.mirror_maps(lm, c["size"])
+    mirror = face_symmetry.mirror_maps(lm, c["size"])
     light = _blob(c, left + below, depth=0.8) * _blob(c, right + below, depth=-0.2)  # deep shadow left, lit right
     side_lit = c["lin"] * light[..., None]
     r = 0.03 * c["scale"]
@@ -92,7 +92,7 @@ def test_a_side_lit_plates_light_is_kept_as_the_plate_has_it_with_mirror_maps():
     # plate's own cheekbone highlight, shared by both sides without the shadow, counts as light once only one side
     # has it). A frontal one (this face, facing 1) takes the mean where both sides agree: 1.20x. Averaged
     # everywhere, as before, it was 1.26x.
-    for facing, most in ((0.0, 1.15), (lighting.facing(lm), 1.25)):
+    for facing, most in ((0.0, 1.15), (face_symmetry.facing(lm), 1.25)):
         plain = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], zone=zone, mirror=mirror, facing=facing)
         lit = lighting.relight(swapped, side_lit, c["skin"], c["scale"], zone=zone, mirror=mirror, facing=facing)
         assert plate_lit < change(lit, plain, right + below) < most * plate_lit
@@ -103,8 +103,8 @@ def test_a_side_lit_plates_light_is_kept_as_the_plate_has_it_with_mirror_maps():
 def test_mirror_maps_take_each_eye_to_the_other_and_the_nose_to_itself():
     _, c = pair("paul_rudd", "astronaut")
     lm = c["lm"]
-    map_x, map_y = lighting.mirror_maps(lm, c["size"])
-    assert np.array_equal(lighting.MIRROR78[lighting.MIRROR78], np.arange(78))
+    map_x, map_y = face_symmetry.mirror_maps(lm, c["size"])
+    assert np.array_equal(face_symmetry.MIRROR78[face_symmetry.MIRROR78], np.arange(78))
     for a, b in ((36, 45), (39, 42), (48, 54), (30, 30), (33, 33)):
         x, y = np.round(lm[a]).astype(int)
         assert np.hypot(map_x[y, x] - lm[b][0], map_y[y, x] - lm[b][1]) < 0.04 * c["scale"]
@@ -115,15 +115,15 @@ def test_facing_is_one_for_a_frontal_face_and_falls_to_zero_as_one_cheek_is_fore
     is taken as the smaller of the two sides (``relight``'s ``facing`` 0); a frontal face takes their mean."""
     _, c = pair("paul_rudd", "astronaut")
     lm = np.asarray(c["lm"], np.float64)
-    assert lighting.facing(lm) == 1.0
+    assert face_symmetry.facing(lm) == 1.0
     nose = lm[30]
     previous = 1.0
     for turn in (0.3, 0.5, 0.7):  # the right half of the face squeezed towards the nose, as a turn to the left does
         turned = lm.copy()
         right = turned[:, 0] > nose[0]
         turned[right, 0] = nose[0] + (1.0 - turn) * (turned[right, 0] - nose[0])
-        assert lighting.facing(turned) < previous
-        previous = lighting.facing(turned)
+        assert face_symmetry.facing(turned) < previous
+        previous = face_symmetry.facing(turned)
     assert previous == 0.0
 
 

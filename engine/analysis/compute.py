@@ -82,7 +82,7 @@ class _Frames:
         if self.run.plate.srgb_u8:
             kept = self.kept.get(("u8", f))
             if kept is not None:
-                return colour.SRGB_U8_TO_LINEAR[kept], "rec709"  # Plate.from_u8's values, without the alpha
+                return self.run.plate.u8_table[kept], "rec709"  # Plate.from_u8's values, without the alpha
         else:
             lin = self.kept.get(("lin", f))
             if lin is not None:

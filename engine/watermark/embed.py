@@ -25,19 +25,22 @@ def mixed_cells(inside: np.ndarray) -> np.ndarray:
     return wide[labels[:h:CELL, :w:CELL]]
 
 
-def mark_face_layer(face: np.ndarray, plate: np.ndarray, gamut: str, bits: list[int]) -> None:
-    """Add the mark to the premultiplied RGBA ``face`` layer in place. The lift is set in 8-bit sRGB (Rec.709)
-    of the composite the layer makes over ``plate``, and taken back to the plate's linear gamut."""
+def mark_face_layer(face: np.ndarray, plate: np.ndarray, gamut: str, bits: list[int]
+                    ) -> tuple[slice, slice] | None:
+    """Add the mark to the premultiplied RGBA ``face`` layer in place; returns the box it may have changed (None:
+    nothing). The lift is set in 8-bit sRGB (Rec.709) of the composite the layer makes over ``plate``, and taken
+    back to the plate's linear gamut."""
     a = face[..., 3]
-    ys, xs = np.nonzero(a > 0)
+    covered = a > 0
+    ys, xs = np.flatnonzero(covered.any(axis=1)), np.flatnonzero(covered.any(axis=0))  # the box, not every pixel
     if ys.size == 0:
-        return
-    y0, x0 = (ys.min() // BLOCK) * BLOCK, (xs.min() // BLOCK) * BLOCK  # blocks sit on the frame's 8 px grid
-    y1, x1 = (ys.max() // BLOCK + 1) * BLOCK, (xs.max() // BLOCK + 1) * BLOCK
+        return None
+    y0, x0 = (ys[0] // BLOCK) * BLOCK, (xs[0] // BLOCK) * BLOCK  # blocks sit on the frame's 8 px grid
+    y1, x1 = (ys[-1] // BLOCK + 1) * BLOCK, (xs[-1] // BLOCK + 1) * BLOCK
     h, w = a.shape
     y1, x1 = min(y1, h - h % BLOCK), min(x1, w - w % BLOCK)
     if y1 <= y0 or x1 <= x0:
-        return
+        return None
     roi, ra = face[y0:y1, x0:x1], a[y0:y1, x0:x1]
     comp = colour.to_rec709(roi[..., :3] + plate[y0:y1, x0:x1, :3] * (1.0 - ra[..., None]), gamut)
     enc = colour.srgb_encode(comp)
@@ -52,3 +55,4 @@ def mark_face_layer(face: np.ndarray, plate: np.ndarray, gamut: str, bits: list[
     lift = np.where(ok, lift, 0.0).repeat(CELL, 0).repeat(CELL, 1).astype(np.float32)
     delta = colour.srgb_decode(enc + lift[..., None] / 255.0) - colour.srgb_decode(enc)
     roi[..., :3] += colour.from_rec709(delta, gamut)
+    return np.s_[y0:y1, x0:x1]
