@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,7 +28,7 @@ constexpr int kProtocol = 1;  // engine/__init__.py PROTOCOL_VERSION
 
 namespace {
 
-std::string read_ready_line(int fd, pid_t pid, double timeout_s, int* status) {
+std::string read_ready_line(int fd, pid_t pid, double timeout_s, int* status, bool* reaped) {
   std::string buf;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (true) {
@@ -52,7 +53,7 @@ std::string read_ready_line(int fd, pid_t pid, double timeout_s, int* status) {
       }
       if (n == 0) r = -2;  // EOF: it exited
     }
-    if (::waitpid(pid, status, WNOHANG) == pid)
+    if (::waitpid(pid, status, WNOHANG) == pid && (*reaped = true))
       throw EngineError("the engine exited during start-up with code " +
                         std::to_string(WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status)) +
                         " (see its log)");
@@ -94,8 +95,12 @@ std::shared_ptr<EngineProcess> EngineProcess::start(const EngineConfig& c) {
   for (auto& e : env) envp.push_back(&e[0]);
   envp.push_back(nullptr);
 
+  if (c.python.find('/') != std::string::npos && ::access(c.python.c_str(), X_OK) != 0)
+    throw EngineError("the engine's Python '" + c.python + "' is not an executable file");
+  // stdin is a socket pair, not a pipe: writing the key to an engine that died at once must not raise SIGPIPE,
+  // which would kill the host (send with MSG_NOSIGNAL cannot).
   int in[2], out[2];
-  if (::pipe2(in, O_CLOEXEC) != 0) throw EngineError("cannot make a pipe");
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0) throw EngineError("cannot make a socket pair");
   if (::pipe2(out, O_CLOEXEC) != 0) {
     ::close(in[0]);
     ::close(in[1]);
@@ -123,11 +128,9 @@ std::shared_ptr<EngineProcess> EngineProcess::start(const EngineConfig& c) {
   proc->pid_ = pid;
   proc->stdin_fd_ = in[1];
   const std::string line = to_hex(raw) + "\n";
-  if (::write(in[1], line.data(), line.size()) != ssize_t(line.size())) { /* it died: reported below */ }
+  if (::send(in[1], line.data(), line.size(), MSG_NOSIGNAL) != ssize_t(line.size())) { /* died: reported below */ }
   try {
-    if (pid > 0 && c.python.find('/') != std::string::npos && ::access(c.python.c_str(), X_OK) != 0)
-      throw EngineError("the engine's Python '" + c.python + "' is not an executable file");
-    Json ready = Json::parse(read_ready_line(out[0], pid, c.start_timeout_s, &proc->status_));
+    Json ready = Json::parse(read_ready_line(out[0], pid, c.start_timeout_s, &proc->status_, &proc->reaped_));
     proc->address_ = ready["address"].as_string();
   } catch (...) {
     ::close(out[0]);
@@ -166,7 +169,8 @@ EngineProcess::~EngineProcess() { stop(); }
 bool EngineProcess::alive() {
   if (pid_ <= 0) return true;
   if (reaped_) return false;
-  if (::waitpid(pid_, &status_, WNOHANG) == pid_) reaped_ = true;
+  const pid_t r = ::waitpid(pid_, &status_, WNOHANG);
+  if (r == pid_ || (r < 0 && errno == ECHILD)) reaped_ = true;  // never signal a pid that may be reused
   return !reaped_;
 }
 

@@ -145,7 +145,12 @@ void missing() {  // a Python that does not exist: a message, at once
   EngineConfig bad = config;
   bad.python = "/nonexistent/python3";
   std::string err = error_of([&] { EngineProcess::start(bad); });
-  CHECK(err.find("exited during start-up") != std::string::npos || err.find("not an executable") != std::string::npos);
+  CHECK(err.find("not an executable file") != std::string::npos);
+  for (int i = 0; i < 20; ++i) {  // a Python that exits at once: the key written to it must not SIGPIPE us
+    bad.python = "/bin/false";
+    err = error_of([&] { EngineProcess::start(bad); });
+    CHECK(err.find("exited during start-up with code 1") != std::string::npos);
+  }
 }
 
 }  // namespace
