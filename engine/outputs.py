@@ -10,7 +10,9 @@ farm workers may share one cache folder).
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import stat
 import time
 
 PREFIX = "facefusion"
@@ -104,7 +106,10 @@ def sweep_partials(folder: str, dead_pid: int | None = None) -> list[str]:
             dead = age > STALE_SECONDS or (age > QUIET_SECONDS and not pid_alive(writer[1]))
         if dead:
             try:
-                os.unlink(path)
+                if stat.S_ISDIR(os.lstat(path).st_mode):  # an EXR writer's private folder (engine.io.atomic)
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
                 removed.append(name)
             except OSError:
                 pass

@@ -65,9 +65,13 @@ def test_a_killed_writers_partial_exr_goes_at_the_next_run_on_this_host(tmp_path
     live = out / f".facefusion.0002.exr.{_host()}.{os.getpid()}.m3n4op.partial.exr"  # a writer still running
     for f in (dead, live):
         f.write_bytes(b"half a frame")
+    # the EXR writer's own partial is a private folder holding the frame (engine.io.atomic.private_path)
+    dead_dir = out / f".facefusion.0003.exr.{_host()}.{gone.stdout.strip()}.q7r8st.partial.exr"
+    dead_dir.mkdir(mode=0o700)
+    (dead_dir / "facefusion.0003.exr").write_bytes(b"half a frame")
     proc = subprocess.run([PY, "-m", "engine", "swap", "--quiet", "--no-super-resolution", "--source",
                            shot["source"], "--target", shot["pattern"], "--output", str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert not dead.exists() and live.exists()
+    assert not dead.exists() and live.exists() and not dead_dir.exists()
     assert exrs(str(out)) == ["facefusion.0001.exr", "facefusion.0002.exr"]

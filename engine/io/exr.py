@@ -1,17 +1,14 @@
-"""OpenEXR output: one file per frame, written to a temporary name in the same folder, then renamed.
+"""OpenEXR output: one file per frame, written in a private temporary folder beside it, then renamed into place.
 
 A crash, a cancel or a full disk never leaves a partial file under the final name.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
-
 import numpy as np
 
 from engine.errors import EngineError
-from engine.io.files import new_file_mode
+from engine.io import atomic
 from engine.outputs import PARTIAL_SUFFIX, partial_prefix
 
 
@@ -40,11 +37,10 @@ def write_exr(path: str, rgba: np.ndarray, layers: dict[str, np.ndarray], *, int
     for key, value in attributes.items():
         spec.attribute(key, str(value))
 
-    folder = os.path.dirname(os.path.abspath(path))
-    # Host and pid in the name: a later run can sweep what a killed writer left (outputs.sweep_partials).
-    fd, tmp = tempfile.mkstemp(prefix=partial_prefix(path), suffix=PARTIAL_SUFFIX, dir=folder)
-    os.close(fd)
-    try:
+    # Written by name inside a private 0700 folder beside the frame, then renamed over it: a link planted at any
+    # temporary or final name is never followed (engine.io.atomic). Host and pid in the folder's name: a later run
+    # can sweep what a killed writer left (outputs.sweep_partials).
+    with atomic.private_path(path, prefix=partial_prefix(path), suffix=PARTIAL_SUFFIX) as tmp:
         out = oiio.ImageOutput.create(tmp)
         if out is None or not out.open(tmp, spec):
             raise EngineError(f"cannot write '{shown or path}' ({oiio.geterror().strip() or 'open failed'})",
@@ -54,27 +50,24 @@ def write_exr(path: str, rgba: np.ndarray, layers: dict[str, np.ndarray], *, int
         ok = out.close() and ok
         if not ok:
             raise EngineError(f"writing '{shown or path}' failed ({err.strip()})", "check free disk space")
-        os.chmod(tmp, new_file_mode())  # farm accounts and colleagues read the frames; mkstemp made it 0600
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def read_exr(path: str) -> tuple[np.ndarray, list[str], dict[str, str]]:
     """(float32 H x W x C pixels, channel names, string attributes) — for tests and tools."""
     import OpenImageIO as oiio
 
-    inp = oiio.ImageInput.open(path)
-    if inp is None:
-        raise EngineError(f"cannot read '{path}' ({oiio.geterror().strip()})", "check the file")
+    try:
+        inp = oiio.ImageInput.open(path)
+        if inp is None:
+            raise EngineError(f"cannot read '{path}' ({oiio.geterror().strip()})", "check the file")
+    except UnicodeDecodeError as e:  # a damaged header's bytes in OpenImageIO's error text
+        raise EngineError(f"cannot read '{path}': its header is damaged ({e.reason})", "re-render the frame") from e
     try:
         spec = inp.spec()
         px = np.asarray(inp.read_image(0, 0, 0, spec.nchannels, oiio.FLOAT), np.float32)
         attrs = {a.name: a.value for a in spec.extra_attribs if isinstance(a.value, str)}
         return px.reshape(spec.height, spec.width, spec.nchannels), list(spec.channelnames), attrs
+    except UnicodeDecodeError as e:  # channel names or attributes that are not text
+        raise EngineError(f"cannot read '{path}': its header is damaged ({e.reason})", "re-render the frame") from e
     finally:
         inp.close()
