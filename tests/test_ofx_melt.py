@@ -2,7 +2,8 @@
 FaceFusion.ofx.bundle, lists it with no engine running, and renders frames of shared footage through it with a real
 engine. Each frame melt handed the plugin (dumped by the plugin's test mode) is rendered again by the engine's own
 ``frame`` job with the same settings: equal within the host's 8-bit rounding, equal to the input outside the matte,
-neither black nor unchanged. melt exits 0 even when a render fails, so the frames and messages are checked."""
+neither black nor unchanged, and melt's PNGs carry the render's invisible watermark. melt exits 0 even when a render
+fails, so the frames and messages are checked."""
 
 from __future__ import annotations
 
@@ -108,6 +109,14 @@ def test_melt_renders_swapped_frames_equal_to_the_engines_own(tmp_path):
     for png in pngs:  # what melt wrote is what the plugin gave it
         image = cv2.cvtColor(cv2.imread(png, cv2.IMREAD_UNCHANGED), cv2.COLOR_BGR2RGB)
         assert image.mean() > 10
+    # The deliverable carries the invisible mark a Blender render's frame carries, read from melt's PNGs alone.
+    marks = {json.loads(json.load(open(s + ".json"))["provenance"]["facefusion:watermark"])["payload"]
+             for s in stems if "provenance" in json.load(open(s + ".json"))}
+    detect = subprocess.run([sys.executable, "-m", "engine", "watermark", "detect", "--json", *pngs],
+                            cwd=ofx_support.ROOT, capture_output=True, text=True, timeout=300)
+    assert detect.returncode == 0, detect.stderr[-2000:]
+    found = [json.loads(line) for line in detect.stdout.splitlines()]
+    assert len(found) == 3 and all(f["present"] and f["payload"] in marks for f in found), found
     lines = [json.loads(line) for line in open(tmp_path / "audit.jsonl")]
     frames = [e for e in lines if e.get("job") == "frame" and e.get("application") == "OpenFX MLT"]
     assert frames and all(e["outcome"] == "done" and e["consent"]["note"] == NOTE for e in frames)
