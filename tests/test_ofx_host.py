@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -162,6 +163,21 @@ def test_failures_are_messages_and_the_next_render_recovers(host, plate, tmp_pat
     assert results[2]["message"] == "" and results[5]["message"] == ""
     assert "no source photo" in results[3]["message"]
     assert "engine" in results[4]["message"]  # killed mid-render: closed connection or shut down
+
+
+def test_a_stuck_engine_is_a_message_not_a_hang(host, plate, tmp_path):
+    """SIGSTOP on the engine mid-render: no heartbeat, so the render fails after $FACE_FUSION_OFX_STUCK_S (30 s by
+    default, 3 here), the stuck engine is killed and the next render starts a fresh one."""
+    _, w, h, rgba = plate
+    big = cv2.resize(rgba, (w * 5, h * 5), interpolation=cv2.INTER_LINEAR)
+    big.tofile(tmp_path / "big.f32")
+    stopped = {"op": "render", "input": str(tmp_path / "big.f32"), "width": w * 5, "height": h * 5,
+               "params": CONSENTED, "kill_engine_at_line": "render-start", "signal": int(signal.SIGSTOP),
+               "audit": str(tmp_path / "audit.jsonl")}
+    results = run_host(host, [stopped, frame(plate)], host_env(tmp_path, FACE_FUSION_OFX_STUCK_S="3"))
+    assert results[0]["status"] == "failed" and "the engine is stuck" in results[0]["message"], results
+    assert results[0]["seconds"] < 20
+    assert results[1]["status"] == "ok" and results[1]["message"] == "", results
 
 
 def test_a_running_engine_is_reused_and_a_wrong_key_refused(host, plate, tmp_path):

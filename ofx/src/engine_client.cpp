@@ -174,6 +174,17 @@ bool EngineProcess::alive() {
   return !reaped_;
 }
 
+void EngineProcess::kill() {
+  if (stdin_fd_ >= 0) {
+    ::close(stdin_fd_);
+    stdin_fd_ = -1;
+  }
+  if (pid_ <= 0 || !alive()) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, &status_, 0);
+  reaped_ = true;
+}
+
 void EngineProcess::stop() {
   if (stdin_fd_ >= 0) {
     ::close(stdin_fd_);  // --watch-stdin: the engine shuts down cleanly
@@ -295,7 +306,8 @@ JobResult EngineClient::run_job(const std::string& op, Json fields, const std::f
     // Heartbeats come every second (hello asked for them): silence means a stuck engine, not a slow frame.
     if (!wire_.readable(0.25)) {
       if (std::chrono::duration<double>(std::chrono::steady_clock::now() - heard).count() > silence_s)
-        throw EngineError("the engine is stuck: no word from it for " + std::to_string(int(silence_s)) + " s");
+        throw EngineStuck("the engine is stuck: no word from it for " + std::to_string(int(silence_s)) +
+                          " s; it is stopped and the next render starts a fresh one");
       continue;
     }
     Json msg = next_message(silence_s);

@@ -38,6 +38,7 @@ class EngineProcess {
   ~EngineProcess();
   bool alive();  // started: the child has not exited; found: always true (the connection tells)
   void stop();   // started only: close its stdin (it shuts down), wait, kill if it must
+  void kill();   // started only: SIGKILL now (it died or is stuck: nothing to wait for)
   const std::string& address() const { return address_; }
   const std::string& key() const { return key_; }
   pid_t pid() const { return pid_; }

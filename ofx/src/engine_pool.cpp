@@ -52,7 +52,7 @@ void EnginePool::release(std::unique_ptr<EngineClient> client, bool ok, bool gon
   client.reset();
   if (process_ && (gone || !process_->alive())) {
     idle_.clear();  // their connections went with it
-    process_->stop();
+    process_->kill();
     process_.reset();
   }
 }

@@ -404,7 +404,7 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
     if (!cache().get(key, result)) {
       EngineConfig config = engine_config(params, t);
       auto client = engine_pool().acquire(config);
-      bool ok = false, gone = false;
+      bool ok = false;
       try {
         Json f;
         const int w = in.width(), h = in.height();
@@ -413,7 +413,9 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
             .set("host", gHostName).set("out_slot", client->result_slot(size_t(w) * h * 4 * 10));
         Json records = consent_records(*client, sources, note);
         if (!records.is_null()) f.set("consent", records);
-        JobResult r = client->run_job("frame", f, [effect] { return gEffect->abort(effect) != 0; });
+        const std::string stuck = env("FACE_FUSION_OFX_STUCK_S");  // seconds without a heartbeat (default 30)
+        JobResult r = client->run_job("frame", f, [effect] { return gEffect->abort(effect) != 0; },
+                                      stuck.empty() ? 30.0 : std::atof(stuck.c_str()));
         std::vector<long long> shape;
         result.assign(size_t(w) * h * 4, 0.0f);
         if (output == "composite" || output == "face") {
@@ -428,13 +430,14 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
         }
         request.set("provenance", r.result["provenance"]).set("faces", r.result["faces"]);
         ok = true;
-      } catch (const EngineGone&) {
-        gone = true;
+      } catch (const EngineGone&) {  // died: forgotten, the next render starts a fresh one
         engine_pool().release(std::move(client), false, true);
         throw;
-      } catch (const EngineError& e) {
-        gone = std::string(e.what()).find("engine is stuck") != std::string::npos;
-        engine_pool().release(std::move(client), false, gone);
+      } catch (const EngineStuck&) {  // stuck: killed, likewise
+        engine_pool().release(std::move(client), false, true);
+        throw;
+      } catch (const EngineError&) {
+        engine_pool().release(std::move(client), false, false);
         throw;
       }
       engine_pool().release(std::move(client), ok);

@@ -15,6 +15,9 @@ struct EngineError : std::runtime_error {
 struct EngineGone : EngineError {  // the connection closed: the engine died or shut down
   using EngineError::EngineError;
 };
+struct EngineStuck : EngineError {  // alive but silent: not even a heartbeat for too long
+  using EngineError::EngineError;
+};
 
 class Wire {
  public:

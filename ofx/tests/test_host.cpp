@@ -6,7 +6,8 @@
 //         {"op": "render", "instance": N, "input": FILE.f32, "width": W, "height": H,
 //          "depth": "float"|"short"|"byte", "rows": "up"|"down", "scale": S, "aspect": A, "time": T,
 //          "window": [x1, y1, x2, y2], "params": {NAME: VALUE}, "out": FILE,
-//          "kill_engine_at_line": TEXT, "audit": AUDIT_LOG}  (SIGKILL the engine once its audit log says TEXT)
+//          "kill_engine_at_line": TEXT, "audit": AUDIT_LOG, "signal": N}  (SIGKILL, or signal N, the engine
+//          once its audit log says TEXT)
 //                                                 -> status (ok | failed), the persistent message, seconds
 //         {"op": "parallel", "renders": [STEP, ...]} -> each render on its own thread; their results, seconds
 // Input files are float32 RGBA, top row first; "byte"/"short" inputs are quantised by the host (round half up).
@@ -426,7 +427,7 @@ void set_param(Effect* fx, const std::string& name, const Json& v) {
 }
 
 // Our engine, killed: the children of this process (the plugin started it) get SIGKILL.
-void kill_children() {
+void kill_children(int sig) {
   DIR* d = opendir("/proc");
   while (dirent* e = readdir(d)) {
     const int pid = std::atoi(e->d_name);
@@ -439,7 +440,7 @@ void kill_children() {
     std::string state;
     int ppid = 0;
     rest >> state >> ppid;
-    if (ppid == getpid()) kill(pid, SIGKILL);
+    if (ppid == getpid()) kill(pid, sig);
   }
   closedir(d);
 }
@@ -483,9 +484,10 @@ Json render(const Json& step) {
   if (step["kill_engine_at_line"].is_string()) {
     // Mid-render for sure: once the engine's audit log (the step's "audit" file) gets a line holding this text.
     const std::string text = step["kill_engine_at_line"].as_string(), log = step["audit"].as_string();
+    const int sig = step["signal"].is_number() ? int(step["signal"].as_int()) : SIGKILL;
     std::ifstream first(log, std::ios::ate);
     const std::streamoff start = first ? std::streamoff(first.tellg()) : 0;
-    killer = std::thread([text, log, start] {
+    killer = std::thread([text, log, start, sig] {
       for (int k = 0; k < 6000; ++k) {
         std::ifstream in(log);
         in.seekg(start);
@@ -493,7 +495,7 @@ Json render(const Json& step) {
         if (rest.find(text) != std::string::npos) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
-      kill_children();
+      kill_children(sig);
     });
   }
   gContext = &ctx;
