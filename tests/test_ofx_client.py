@@ -15,7 +15,7 @@ from tests import ofx_support
 from tests.conftest import ROOT
 from tests.shared_data import path as shared
 
-CASES = ["handshake", "echo", "wrong_key", "consent", "killed", "queue", "missing"]
+CASES = ["handshake", "echo", "wrong_key", "consent", "killed", "queue", "missing", "digests"]
 
 
 @pytest.fixture(scope="module")

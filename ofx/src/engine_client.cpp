@@ -38,7 +38,8 @@ std::string read_ready_line(int fd, pid_t pid, double timeout_s, int* status, bo
       buf.erase(0, nl + 1);
       try {
         Json msg = Json::parse(line);
-        if (msg["event"].is_string() && msg["event"].as_string() == "ready") return line;
+        if (msg["event"].is_string() && msg["event"].as_string() == "ready")
+          return line;
       } catch (const std::exception&) {  // other output before the ready line
       }
     }
@@ -51,7 +52,8 @@ std::string read_ready_line(int fd, pid_t pid, double timeout_s, int* status, bo
         buf.append(chunk, size_t(n));
         continue;
       }
-      if (n == 0) r = -2;  // EOF: it exited
+      if (n == 0)
+        r = -2;  // EOF: it exited
     }
     if (::waitpid(pid, status, WNOHANG) == pid && (*reaped = true))
       throw EngineError("the engine exited during start-up with code " +
@@ -66,24 +68,36 @@ std::string read_ready_line(int fd, pid_t pid, double timeout_s, int* status, bo
 
 std::shared_ptr<EngineProcess> EngineProcess::start(const EngineConfig& c) {
   if (c.root.empty())
-    throw EngineError("no engine folder: set the plugin's Engine Folder parameter, $FACE_FUSION_ENGINE_ROOT or "
-                      "\"root\" in ~/.config/facefusion/ofx.json");
+    throw EngineError(
+        "no engine folder: set the plugin's Engine Folder parameter, $FACE_FUSION_ENGINE_ROOT or "
+        "\"root\" in ~/.config/facefusion/ofx.json");
   char tmpl[] = "/tmp/ffofx-XXXXXX";  // mode 0700; the engine writes engine.json (with its key) there
-  if (!::mkdtemp(tmpl)) throw EngineError(std::string("cannot make the engine's folder: ") + std::strerror(errno));
+  if (!::mkdtemp(tmpl))
+    throw EngineError(std::string("cannot make the engine's folder: ") + std::strerror(errno));
   auto proc = std::make_shared<EngineProcess>();
   proc->socket_dir_ = tmpl;
   std::string raw(32, '\0');
-  if (::getrandom(&raw[0], raw.size(), 0) != ssize_t(raw.size())) throw EngineError("no random bytes for a key");
+  if (::getrandom(&raw[0], raw.size(), 0) != ssize_t(raw.size()))
+    throw EngineError("no random bytes for a key");
   proc->key_ = raw;
 
-  std::vector<std::string> args = {c.python, "-m", "engine", "serve", "--socket-dir", proc->socket_dir_,
-                                   "--key-stdin", "--remove-socket-dir", "--watch-stdin", "--parent-pid",
+  std::vector<std::string> args = {c.python,
+                                   "-m",
+                                   "engine",
+                                   "serve",
+                                   "--socket-dir",
+                                   proc->socket_dir_,
+                                   "--key-stdin",
+                                   "--remove-socket-dir",
+                                   "--watch-stdin",
+                                   "--parent-pid",
                                    std::to_string(::getpid())};
   args.insert(args.end(), c.extra_args.begin(), c.extra_args.end());
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
-    if (kv.rfind("PYTHONHOME=", 0) == 0 || kv.rfind("PYTHONPATH=", 0) == 0 || kv.rfind("FACEFUSION_ENGINE_KEY=", 0) == 0)
+    if (kv.rfind("PYTHONHOME=", 0) == 0 || kv.rfind("PYTHONPATH=", 0) == 0 ||
+        kv.rfind("FACEFUSION_ENGINE_KEY=", 0) == 0)
       continue;  // a host's own Python settings must not leak into the engine's Python
     env.push_back(kv);
   }
@@ -100,7 +114,8 @@ std::shared_ptr<EngineProcess> EngineProcess::start(const EngineConfig& c) {
   // stdin is a socket pair, not a pipe: writing the key to an engine that died at once must not raise SIGPIPE,
   // which would kill the host (send with MSG_NOSIGNAL cannot).
   int in[2], out[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0) throw EngineError("cannot make a socket pair");
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0)
+    throw EngineError("cannot make a socket pair");
   if (::pipe2(out, O_CLOEXEC) != 0) {
     ::close(in[0]);
     ::close(in[1]);
@@ -111,15 +126,18 @@ std::shared_ptr<EngineProcess> EngineProcess::start(const EngineConfig& c) {
   if (pid == 0) {  // the child: only async-signal-safe calls until exec
     ::dup2(in[0], 0);
     ::dup2(out[1], 1);
-    if (log_fd >= 0) ::dup2(log_fd, 2);
-    if (::chdir(c.root.c_str()) != 0) ::_exit(126);
+    if (log_fd >= 0)
+      ::dup2(log_fd, 2);
+    if (::chdir(c.root.c_str()) != 0)
+      ::_exit(126);
     ::execve(argv[0], argv.data(), envp.data());
     ::execvpe(argv[0], argv.data(), envp.data());  // a bare name ("python3"): searched on PATH
     ::_exit(127);
   }
   ::close(in[0]);
   ::close(out[1]);
-  if (log_fd >= 0) ::close(log_fd);
+  if (log_fd >= 0)
+    ::close(log_fd);
   if (pid < 0) {
     ::close(in[1]);
     ::close(out[0]);
@@ -128,7 +146,8 @@ std::shared_ptr<EngineProcess> EngineProcess::start(const EngineConfig& c) {
   proc->pid_ = pid;
   proc->stdin_fd_ = in[1];
   const std::string line = to_hex(raw) + "\n";
-  if (::send(in[1], line.data(), line.size(), MSG_NOSIGNAL) != ssize_t(line.size())) { /* died: reported below */ }
+  if (::send(in[1], line.data(), line.size(), MSG_NOSIGNAL) != ssize_t(line.size())) { /* died: reported below */
+  }
   try {
     Json ready = Json::parse(read_ready_line(out[0], pid, c.start_timeout_s, &proc->status_, &proc->reaped_));
     proc->address_ = ready["address"].as_string();
@@ -150,7 +169,8 @@ std::shared_ptr<EngineProcess> EngineProcess::start(const EngineConfig& c) {
 
 std::shared_ptr<EngineProcess> EngineProcess::find(const std::string& socket_dir) {
   std::ifstream in(socket_dir + "/engine.json");
-  if (!in) throw EngineError("no running engine in " + socket_dir + " (no engine.json there)");
+  if (!in)
+    throw EngineError("no running engine in " + socket_dir + " (no engine.json there)");
   std::stringstream text;
   text << in.rdbuf();
   try {
@@ -164,13 +184,18 @@ std::shared_ptr<EngineProcess> EngineProcess::find(const std::string& socket_dir
   }
 }
 
-EngineProcess::~EngineProcess() { stop(); }
+EngineProcess::~EngineProcess() {
+  stop();
+}
 
 bool EngineProcess::alive() {
-  if (pid_ <= 0) return true;
-  if (reaped_) return false;
+  if (pid_ <= 0)
+    return true;
+  if (reaped_)
+    return false;
   const pid_t r = ::waitpid(pid_, &status_, WNOHANG);
-  if (r == pid_ || (r < 0 && errno == ECHILD)) reaped_ = true;  // never signal a pid that may be reused
+  if (r == pid_ || (r < 0 && errno == ECHILD))
+    reaped_ = true;  // never signal a pid that may be reused
   return !reaped_;
 }
 
@@ -179,7 +204,8 @@ void EngineProcess::kill() {
     ::close(stdin_fd_);
     stdin_fd_ = -1;
   }
-  if (pid_ <= 0 || !alive()) return;
+  if (pid_ <= 0 || !alive())
+    return;
   ::kill(pid_, SIGKILL);
   ::waitpid(pid_, &status_, 0);
   reaped_ = true;
@@ -190,7 +216,8 @@ void EngineProcess::stop() {
     ::close(stdin_fd_);  // --watch-stdin: the engine shuts down cleanly
     stdin_fd_ = -1;
   }
-  if (pid_ <= 0 || reaped_) return;
+  if (pid_ <= 0 || reaped_)
+    return;
   for (int i = 0; i < 150 && alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   if (alive()) {
     ::kill(pid_, SIGKILL);
@@ -202,10 +229,13 @@ void EngineProcess::stop() {
 // ------------------------------------------------------------------------------------------- the client
 
 const float* JobResult::layer(const std::string& name, std::vector<long long>* shape) const {
-  if (!slot) return nullptr;
+  if (!slot)
+    return nullptr;
   for (const Json& l : result["layers"].as_array()) {
-    if (l["name"].as_string() != name) continue;
-    if (l["dtype"].as_string() != "float32") throw EngineError("layer " + name + " is not float32");
+    if (l["name"].as_string() != name)
+      continue;
+    if (l["dtype"].as_string() != "float32")
+      throw EngineError("layer " + name + " is not float32");
     size_t count = 1;
     std::vector<long long> dims;
     for (const Json& d : l["shape"].as_array()) {
@@ -213,8 +243,10 @@ const float* JobResult::layer(const std::string& name, std::vector<long long>* s
       count *= size_t(d.as_int());
     }
     const size_t offset = size_t(l["offset"].as_int());
-    if (offset + count * 4 > slot->capacity()) throw EngineError("layer " + name + " runs past its slot");
-    if (shape) *shape = dims;
+    if (offset + count * 4 > slot->capacity())
+      throw EngineError("layer " + name + " runs past its slot");
+    if (shape)
+      *shape = dims;
     return reinterpret_cast<const float*>(slot->payload() + offset);
   }
   return nullptr;
@@ -235,7 +267,8 @@ Json EngineClient::next_message(double timeout_s) {
   if (msg["kind"].is_string() && msg["kind"].as_string() == "notice" && notice["type"].is_string() &&
       notice["type"].as_string() == "shutdown") {
     wire_.close();
-    throw EngineGone("the engine shut down (" + (notice["message"].is_string() ? notice["message"].as_string() : "") + ")");
+    throw EngineGone("the engine shut down (" + (notice["message"].is_string() ? notice["message"].as_string() : "") +
+                     ")");
   }
   return msg;
 }
@@ -247,22 +280,27 @@ Json EngineClient::request(const std::string& op, Json fields, double timeout_s)
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (true) {
     const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0) throw EngineError("the engine did not answer '" + op + "' within " + std::to_string(int(timeout_s)) + " s");
+    if (left <= 0)
+      throw EngineError("the engine did not answer '" + op + "' within " + std::to_string(int(timeout_s)) + " s");
     Json msg = next_message(left);
-    if (msg["kind"].as_string() != "reply" || msg["id"].as_int() != id) continue;  // heartbeats, stray events
-    if (!msg["ok"].as_bool()) throw EngineError(msg["error"].is_string() ? msg["error"].as_string() : "refused");
+    if (msg["kind"].as_string() != "reply" || msg["id"].as_int() != id)
+      continue;  // heartbeats, stray events
+    if (!msg["ok"].as_bool())
+      throw EngineError(msg["error"].is_string() ? msg["error"].as_string() : "refused");
     return msg["result"];
   }
 }
 
 Slot& EngineClient::attach(const std::string& name) {
   auto it = slots_.find(name);
-  if (it == slots_.end()) it = slots_.emplace(name, std::make_unique<Slot>(name)).first;
+  if (it == slots_.end())
+    it = slots_.emplace(name, std::make_unique<Slot>(name)).first;
   return *it->second;
 }
 
 Slot& EngineClient::own_slot(std::string& name, size_t nbytes) {
-  if (!name.empty() && attach(name).capacity() >= nbytes) return attach(name);
+  if (!name.empty() && attach(name).capacity() >= nbytes)
+    return attach(name);
   if (!name.empty()) {  // too small for this frame: give it back, take a bigger one
     slots_.erase(name);
     Json f;
@@ -282,12 +320,18 @@ Json EngineClient::put_image(const float* rgba, int width, int height, const std
   Slot& slot = own_slot(in_slot_, nbytes);
   std::memcpy(slot.payload(), rgba, nbytes);
   Json ref;
-  ref.set("slot", slot.name()).set("gen", (long long)slot.bump()).set("dtype", "float32")
-      .set("shape", Json::Array{height, width, 4}).set("colorspace", colorspace).set("name", name);
+  ref.set("slot", slot.name())
+      .set("gen", (long long)slot.bump())
+      .set("dtype", "float32")
+      .set("shape", Json::Array{height, width, 4})
+      .set("colorspace", colorspace)
+      .set("name", name);
   return ref;
 }
 
-std::string EngineClient::result_slot(size_t nbytes) { return own_slot(out_slot_, nbytes).name(); }
+std::string EngineClient::result_slot(size_t nbytes) {
+  return own_slot(out_slot_, nbytes).name();
+}
 
 JobResult EngineClient::run_job(const std::string& op, Json fields, const std::function<bool()>& abort,
                                 double silence_s) {
@@ -312,12 +356,16 @@ JobResult EngineClient::run_job(const std::string& op, Json fields, const std::f
     }
     Json msg = next_message(silence_s);
     heard = std::chrono::steady_clock::now();
-    if (msg["kind"].as_string() != "event" || msg["job"].as_int() != job) continue;
+    if (msg["kind"].as_string() != "event" || msg["job"].as_int() != job)
+      continue;
     const Json& ev = msg["event"];
     const std::string type = ev["type"].as_string();
-    if (type == "error") throw EngineError(ev["message"].is_string() ? ev["message"].as_string() : "job failed");
-    if (type == "cancelled") throw EngineError("the render was cancelled");
-    if (type != "done") continue;
+    if (type == "error")
+      throw EngineError(ev["message"].is_string() ? ev["message"].as_string() : "job failed");
+    if (type == "cancelled")
+      throw EngineError("the render was cancelled");
+    if (type != "done")
+      continue;
     JobResult out;
     out.event = ev;
     out.result = ev["result"];
@@ -325,9 +373,11 @@ JobResult EngineClient::run_job(const std::string& op, Json fields, const std::f
       const std::string name = out.result["slot"].as_string();
       if (out.result["replaced"].is_string()) {  // the engine made a bigger slot and dropped ours
         slots_.erase(out.result["replaced"].as_string());
-        if (out_slot_ == out.result["replaced"].as_string()) out_slot_ = name;
+        if (out_slot_ == out.result["replaced"].as_string())
+          out_slot_ = name;
       }
-      if (out_slot_.empty()) out_slot_ = name;
+      if (out_slot_.empty())
+        out_slot_ = name;
       Slot& slot = attach(name);
       if (slot.generation() != out.result["gen"].as_int())
         throw EngineError("the result slot holds other contents than the engine announced (stale)");

@@ -18,10 +18,10 @@
 namespace ff {
 
 struct EngineConfig {
-  std::string python = "python3";  // the engine's own Python (its virtual environment)
-  std::string root;                // the folder holding engine/ (cwd and PYTHONPATH of the engine)
-  std::string socket_dir;          // non-empty: use the engine already serving there (its engine.json)
-  std::string log_path;            // the engine's stderr goes here (empty: the host's stderr)
+  std::string python = "python3";       // the engine's own Python (its virtual environment)
+  std::string root;                     // the folder holding engine/ (cwd and PYTHONPATH of the engine)
+  std::string socket_dir;               // non-empty: use the engine already serving there (its engine.json)
+  std::string log_path;                 // the engine's stderr goes here (empty: the host's stderr)
   std::vector<std::string> extra_args;  // more `engine serve` options (tests: --render-workers, ...)
   double start_timeout_s = 120.0;
   bool operator==(const EngineConfig& o) const {
@@ -53,8 +53,8 @@ class EngineProcess {
 };
 
 struct JobResult {
-  Json event;  // the terminal "done" event
-  Json result;  // its "result"
+  Json event;                  // the terminal "done" event
+  Json result;                 // its "result"
   const Slot* slot = nullptr;  // where the result's layers are (null: no pixels)
   // A layer's payload and shape, or null when the result has no such layer.
   const float* layer(const std::string& name, std::vector<long long>* shape = nullptr) const;
@@ -65,7 +65,8 @@ class EngineClient {
   // Connect, authenticate and say hello (heartbeats on): throws EngineError / EngineGone.
   EngineClient(const std::string& address, const std::string& key, const std::string& client_name);
 
-  Json request(const std::string& op, Json fields = Json(Json::Object{}), double timeout_s = 30.0);  // a direct op's result
+  Json request(const std::string& op, Json fields = Json(Json::Object{}),
+               double timeout_s = 30.0);  // a direct op's result
   // Submit a job and wait for its terminal event. No message (not even a heartbeat) for silence_s: the engine
   // is stuck (EngineError). An "error" event throws EngineError with the engine's message. ``abort`` (may be
   // empty) is asked between messages; true cancels the job.

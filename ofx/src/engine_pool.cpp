@@ -24,7 +24,8 @@ std::unique_ptr<EngineClient> EnginePool::acquire(const EngineConfig& config) {
         return client;
       } catch (const EngineError&) {
         idle_.clear();
-        if (process_) process_->stop();
+        if (process_)
+          process_->stop();
         process_.reset();
       }
     }
@@ -38,7 +39,8 @@ std::unique_ptr<EngineClient> EnginePool::acquire(const EngineConfig& config) {
     return std::make_unique<EngineClient>(process->address(), process->key(), "Face Fusion OpenFX");
   } catch (const EngineGone&) {
     std::lock_guard<std::mutex> hold(lock_);
-    if (process_ == process) process_.reset();  // it is gone: the next render starts (or finds) another
+    if (process_ == process)
+      process_.reset();  // it is gone: the next render starts (or finds) another
     throw;
   }
 }
@@ -60,7 +62,8 @@ void EnginePool::release(std::unique_ptr<EngineClient> client, bool ok, bool gon
 void EnginePool::shutdown() {
   std::lock_guard<std::mutex> hold(lock_);
   idle_.clear();
-  if (process_) process_->stop();
+  if (process_)
+    process_->stop();
   process_.reset();
 }
 

@@ -48,15 +48,20 @@ struct Parser {
     return false;
   }
   unsigned hex4() {
-    if (i + 4 > t.size()) bad("short \\u escape", i);
+    if (i + 4 > t.size())
+      bad("short \\u escape", i);
     unsigned v = 0;
     for (int k = 0; k < 4; ++k) {
       char c = t[i++];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= unsigned(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= unsigned(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= unsigned(c - 'A' + 10);
-      else bad("bad \\u escape", i);
+      if (c >= '0' && c <= '9')
+        v |= unsigned(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= unsigned(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= unsigned(c - 'A' + 10);
+      else
+        bad("bad \\u escape", i);
     }
     return v;
   }
@@ -64,24 +69,43 @@ struct Parser {
     ++i;  // the opening quote
     std::string out;
     while (true) {
-      if (i >= t.size()) bad("unterminated string", i);
+      if (i >= t.size())
+        bad("unterminated string", i);
       char c = t[i++];
-      if (c == '"') return out;
+      if (c == '"')
+        return out;
       if (c != '\\') {
         out.push_back(c);
         continue;
       }
-      if (i >= t.size()) bad("unterminated escape", i);
+      if (i >= t.size())
+        bad("unterminated escape", i);
       char e = t[i++];
       switch (e) {
-        case '"': out.push_back('"'); break;
-        case '\\': out.push_back('\\'); break;
-        case '/': out.push_back('/'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'n': out.push_back('\n'); break;
-        case 'r': out.push_back('\r'); break;
-        case 't': out.push_back('\t'); break;
+        case '"':
+          out.push_back('"');
+          break;
+        case '\\':
+          out.push_back('\\');
+          break;
+        case '/':
+          out.push_back('/');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
         case 'u': {
           unsigned cp = hex4();
           if (cp >= 0xD800 && cp < 0xDC00 && lit("\\u")) {
@@ -91,14 +115,17 @@ struct Parser {
           put_utf8(out, cp);
           break;
         }
-        default: bad("unknown escape", i);
+        default:
+          bad("unknown escape", i);
       }
     }
   }
   Json value() {
     ws();
-    if (i >= t.size()) bad("unexpected end", i);
-    if (++depth > 200) bad("nested too deeply", i);
+    if (i >= t.size())
+      bad("unexpected end", i);
+    if (++depth > 200)
+      bad("nested too deeply", i);
     Json out;
     char c = t[i];
     if (c == '{') {
@@ -110,14 +137,22 @@ struct Parser {
       } else {
         while (true) {
           ws();
-          if (i >= t.size() || t[i] != '"') bad("expected a key", i);
+          if (i >= t.size() || t[i] != '"')
+            bad("expected a key", i);
           std::string key = str();
           ws();
-          if (i >= t.size() || t[i++] != ':') bad("expected ':'", i);
+          if (i >= t.size() || t[i++] != ':')
+            bad("expected ':'", i);
           obj[key] = value();
           ws();
-          if (i < t.size() && t[i] == ',') { ++i; continue; }
-          if (i < t.size() && t[i] == '}') { ++i; break; }
+          if (i < t.size() && t[i] == ',') {
+            ++i;
+            continue;
+          }
+          if (i < t.size() && t[i] == '}') {
+            ++i;
+            break;
+          }
           bad("expected ',' or '}'", i);
         }
       }
@@ -132,8 +167,14 @@ struct Parser {
         while (true) {
           arr.push_back(value());
           ws();
-          if (i < t.size() && t[i] == ',') { ++i; continue; }
-          if (i < t.size() && t[i] == ']') { ++i; break; }
+          if (i < t.size() && t[i] == ',') {
+            ++i;
+            continue;
+          }
+          if (i < t.size() && t[i] == ']') {
+            ++i;
+            break;
+          }
           bad("expected ',' or ']'", i);
         }
       }
@@ -150,7 +191,8 @@ struct Parser {
       const char* start = t.c_str() + i;
       char* end = nullptr;
       double v = std::strtod(start, &end);
-      if (end == start) bad("bad number", i);
+      if (end == start)
+        bad("bad number", i);
       i += size_t(end - start);
       out = Json(v);
     } else {
@@ -165,11 +207,21 @@ void dump_string(std::string& out, const std::string& s) {
   out.push_back('"');
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -185,8 +237,12 @@ void dump_string(std::string& out, const std::string& s) {
 
 void dump_to(std::string& out, const Json& v) {
   switch (v.type()) {
-    case Json::Type::Null: out += "null"; break;
-    case Json::Type::Bool: out += v.as_bool() ? "true" : "false"; break;
+    case Json::Type::Null:
+      out += "null";
+      break;
+    case Json::Type::Bool:
+      out += v.as_bool() ? "true" : "false";
+      break;
     case Json::Type::Number: {
       double n = v.as_number();
       if (!std::isfinite(n)) {
@@ -200,12 +256,15 @@ void dump_to(std::string& out, const Json& v) {
       }
       break;
     }
-    case Json::Type::String: dump_string(out, v.as_string()); break;
+    case Json::Type::String:
+      dump_string(out, v.as_string());
+      break;
     case Json::Type::Array: {
       out.push_back('[');
       bool first = true;
       for (const Json& item : v.as_array()) {
-        if (!first) out.push_back(',');
+        if (!first)
+          out.push_back(',');
         first = false;
         dump_to(out, item);
       }
@@ -216,7 +275,8 @@ void dump_to(std::string& out, const Json& v) {
       out.push_back('{');
       bool first = true;
       for (const auto& kv : v.as_object()) {
-        if (!first) out.push_back(',');
+        if (!first)
+          out.push_back(',');
         first = false;
         dump_string(out, kv.first);
         out.push_back(':');
@@ -231,39 +291,51 @@ void dump_to(std::string& out, const Json& v) {
 }  // namespace
 
 bool Json::as_bool() const {
-  if (type_ != Type::Bool) throw std::runtime_error("JSON value is not true or false");
+  if (type_ != Type::Bool)
+    throw std::runtime_error("JSON value is not true or false");
   return b_;
 }
 double Json::as_number() const {
-  if (type_ != Type::Number) throw std::runtime_error("JSON value is not a number");
+  if (type_ != Type::Number)
+    throw std::runtime_error("JSON value is not a number");
   return n_;
 }
-long long Json::as_int() const { return (long long)as_number(); }
+long long Json::as_int() const {
+  return (long long)as_number();
+}
 const std::string& Json::as_string() const {
-  if (type_ != Type::String) throw std::runtime_error("JSON value is not a string");
+  if (type_ != Type::String)
+    throw std::runtime_error("JSON value is not a string");
   return s_;
 }
 const Json::Array& Json::as_array() const {
-  if (type_ != Type::Array) throw std::runtime_error("JSON value is not a list");
+  if (type_ != Type::Array)
+    throw std::runtime_error("JSON value is not a list");
   return *a_;
 }
 const Json::Object& Json::as_object() const {
-  if (type_ != Type::Object) throw std::runtime_error("JSON value is not an object");
+  if (type_ != Type::Object)
+    throw std::runtime_error("JSON value is not an object");
   return *o_;
 }
 const Json& Json::operator[](const std::string& key) const {
-  if (type_ != Type::Object) return kNull;
+  if (type_ != Type::Object)
+    return kNull;
   auto it = o_->find(key);
   return it == o_->end() ? kNull : it->second;
 }
-bool Json::has(const std::string& key) const { return type_ == Type::Object && o_->count(key) > 0; }
+bool Json::has(const std::string& key) const {
+  return type_ == Type::Object && o_->count(key) > 0;
+}
 Json& Json::set(const std::string& key, Json value) {
   if (type_ == Type::Null) {
     type_ = Type::Object;
     o_ = std::make_shared<Object>();
   }
-  if (type_ != Type::Object) throw std::runtime_error("JSON value is not an object");
-  if (o_.use_count() > 1) o_ = std::make_shared<Object>(*o_);  // copies share until written
+  if (type_ != Type::Object)
+    throw std::runtime_error("JSON value is not an object");
+  if (o_.use_count() > 1)
+    o_ = std::make_shared<Object>(*o_);  // copies share until written
   (*o_)[key] = std::move(value);
   return *this;
 }
@@ -276,7 +348,8 @@ Json Json::parse(const std::string& text) {
   Parser p{text};
   Json v = p.value();
   p.ws();
-  if (p.i != text.size()) bad("trailing characters", p.i);
+  if (p.i != text.size())
+    bad("trailing characters", p.i);
   return v;
 }
 

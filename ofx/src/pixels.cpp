@@ -7,7 +7,8 @@
 namespace ff {
 
 double srgb_encode(double v) {
-  if (v <= 0.0031308) return v * 12.92;  // negatives stay linear (as the engine's decode, mirrored)
+  if (v <= 0.0031308)
+    return v * 12.92;  // negatives stay linear (as the engine's decode, mirrored)
   return 1.055 * std::pow(v, 1.0 / 2.4) - 0.055;
 }
 

@@ -14,9 +14,9 @@ namespace ff {
 enum class Depth { Byte, Short, Float };
 
 struct HostImage {
-  void* data = nullptr;  // the pixel at (x1, y1), as OpenFX's kOfxImagePropData
+  void* data = nullptr;                // the pixel at (x1, y1), as OpenFX's kOfxImagePropData
   int x1 = 0, y1 = 0, x2 = 0, y2 = 0;  // bounds
-  long row_bytes = 0;  // may be negative (MLT hands bottom-up images)
+  long row_bytes = 0;                  // may be negative (MLT hands bottom-up images)
   Depth depth = Depth::Byte;
   int width() const { return x2 - x1; }
   int height() const { return y2 - y1; }

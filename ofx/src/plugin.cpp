@@ -44,14 +44,16 @@ OfxParameterSuiteV1* gParam = nullptr;
 OfxMessageSuiteV1* gMessage = nullptr;
 OfxMessageSuiteV2* gMessage2 = nullptr;
 
-const char* const kOutputs[] = {"composite", "face", "FaceMatte", "Face1", "Occlusion", "Regions", "Skin",
-                                "SourceRegion"};
-const char* const kOutputHelp[] = {
-    "The plate with the new face",
-    "The face layer, premultiplied by its matte: Over the plate gives the composite",
-    "The combined face matte as RGBA (every channel the matte)", "The first face's own matte",
-    "The occlusion matte (what is in front of the face)", "The face parser's regions matte",
-    "The skin matte", "The source region matte"};
+const char* const kOutputs[] = {"composite", "face",    "FaceMatte", "Face1",
+                                "Occlusion", "Regions", "Skin",      "SourceRegion"};
+const char* const kOutputHelp[] = {"The plate with the new face",
+                                   "The face layer, premultiplied by its matte: Over the plate gives the composite",
+                                   "The combined face matte as RGBA (every channel the matte)",
+                                   "The first face's own matte",
+                                   "The occlusion matte (what is in front of the face)",
+                                   "The face parser's regions matte",
+                                   "The skin matte",
+                                   "The source region matte"};
 const char* const kSpaces[] = {"auto", "linear", "sRGB", "ACEScg", "ACES2065-1"};
 const int kSources = 4;
 
@@ -62,7 +64,8 @@ void define_string(OfxParamSetHandle params, const char* name, const char* label
   gParam->paramDefine(params, kOfxParamTypeString, name, &props);
   gProp->propSetString(props, kOfxPropLabel, 0, label);
   gProp->propSetString(props, kOfxParamPropHint, 0, help);
-  gProp->propSetString(props, kOfxParamPropStringMode, 0, file ? kOfxParamStringIsFilePath : kOfxParamStringIsSingleLine);
+  gProp->propSetString(props, kOfxParamPropStringMode, 0,
+                       file ? kOfxParamStringIsFilePath : kOfxParamStringIsSingleLine);
   gProp->propSetString(props, kOfxParamPropDefault, 0, "");
   gProp->propSetInt(props, kOfxParamPropAnimates, 0, 0);
 }
@@ -75,7 +78,8 @@ void define_choice(OfxParamSetHandle params, const char* name, const char* label
   std::string hint = help;
   for (int i = 0; i < count; ++i) {
     gProp->propSetString(props, kOfxParamPropChoiceOption, i, options[i]);  // the engine's values: scriptable
-    if (option_help) hint += std::string("\n") + options[i] + ": " + option_help[i];
+    if (option_help)
+      hint += std::string("\n") + options[i] + ": " + option_help[i];
   }
   gProp->propSetString(props, kOfxParamPropHint, 0, hint.c_str());
   gProp->propSetInt(props, kOfxParamPropDefault, 0, def);
@@ -88,7 +92,8 @@ void define_schema_param(OfxParamSetHandle params, const SchemaParam& s) {
   if (kind == "enum") {
     int def = 0;
     for (int i = 0; i < s.choice_count; ++i)
-      if (std::strcmp(s.choices[i], s.text_default) == 0) def = i;
+      if (std::strcmp(s.choices[i], s.text_default) == 0)
+        def = i;
     define_choice(params, s.name, s.label, s.help, s.choices, s.choice_help, s.choice_count, def);
     return;
   }
@@ -98,43 +103,55 @@ void define_schema_param(OfxParamSetHandle params, const SchemaParam& s) {
     gProp->propSetString(props, kOfxParamPropDefault, 0, s.text_default);
     return;
   }
-  const char* type = kind == "float" ? kOfxParamTypeDouble : kind == "int" ? kOfxParamTypeInteger : kOfxParamTypeBoolean;
+  const char* type = kind == "float" ? kOfxParamTypeDouble
+                     : kind == "int" ? kOfxParamTypeInteger
+                                     : kOfxParamTypeBoolean;
   gParam->paramDefine(params, type, s.name, &props);
   gProp->propSetString(props, kOfxPropLabel, 0, s.label);
   gProp->propSetString(props, kOfxParamPropHint, 0, s.help);
   gProp->propSetInt(props, kOfxParamPropAnimates, 0, 0);  // the engine takes one setting per shot
   if (kind == "float") {
     gProp->propSetDouble(props, kOfxParamPropDefault, 0, s.number_default);
-    if (s.has_min) gProp->propSetDouble(props, kOfxParamPropMin, 0, s.min);
-    if (s.has_max) gProp->propSetDouble(props, kOfxParamPropMax, 0, s.max);
-    if (s.has_min) gProp->propSetDouble(props, kOfxParamPropDisplayMin, 0, s.min);
-    if (s.has_max) gProp->propSetDouble(props, kOfxParamPropDisplayMax, 0, s.max);
+    if (s.has_min)
+      gProp->propSetDouble(props, kOfxParamPropMin, 0, s.min);
+    if (s.has_max)
+      gProp->propSetDouble(props, kOfxParamPropMax, 0, s.max);
+    if (s.has_min)
+      gProp->propSetDouble(props, kOfxParamPropDisplayMin, 0, s.min);
+    if (s.has_max)
+      gProp->propSetDouble(props, kOfxParamPropDisplayMax, 0, s.max);
   } else {
     gProp->propSetInt(props, kOfxParamPropDefault, 0, int(s.number_default));
-    if (kind == "int" && s.has_min) gProp->propSetInt(props, kOfxParamPropMin, 0, int(s.min));
-    if (kind == "int" && s.has_max) gProp->propSetInt(props, kOfxParamPropMax, 0, int(s.max));
+    if (kind == "int" && s.has_min)
+      gProp->propSetInt(props, kOfxParamPropMin, 0, int(s.min));
+    if (kind == "int" && s.has_max)
+      gProp->propSetInt(props, kOfxParamPropMax, 0, int(s.max));
   }
 }
 
 std::string get_string(OfxParamSetHandle params, const char* name, double t) {
   OfxParamHandle h;
-  if (gParam->paramGetHandle(params, name, &h, nullptr) != kOfxStatOK) return "";
+  if (gParam->paramGetHandle(params, name, &h, nullptr) != kOfxStatOK)
+    return "";
   char* value = nullptr;
-  if (gParam->paramGetValueAtTime(h, t, &value) != kOfxStatOK || !value) return "";
+  if (gParam->paramGetValueAtTime(h, t, &value) != kOfxStatOK || !value)
+    return "";
   return value;
 }
 
 int get_int(OfxParamSetHandle params, const char* name, double t) {
   OfxParamHandle h;
   int value = 0;
-  if (gParam->paramGetHandle(params, name, &h, nullptr) == kOfxStatOK) gParam->paramGetValueAtTime(h, t, &value);
+  if (gParam->paramGetHandle(params, name, &h, nullptr) == kOfxStatOK)
+    gParam->paramGetValueAtTime(h, t, &value);
   return value;
 }
 
 double get_double(OfxParamSetHandle params, const char* name, double t) {
   OfxParamHandle h;
   double value = 0;
-  if (gParam->paramGetHandle(params, name, &h, nullptr) == kOfxStatOK) gParam->paramGetValueAtTime(h, t, &value);
+  if (gParam->paramGetHandle(params, name, &h, nullptr) == kOfxStatOK)
+    gParam->paramGetValueAtTime(h, t, &value);
   return value;
 }
 
@@ -175,7 +192,7 @@ EngineConfig engine_config(OfxParamSetHandle params, double t) {
   Json file;
   const std::string home = env("HOME");
   std::ifstream in(env("FACE_FUSION_OFX_CONFIG").empty() ? home + "/.config/facefusion/ofx.json"
-                                                          : env("FACE_FUSION_OFX_CONFIG"));
+                                                         : env("FACE_FUSION_OFX_CONFIG"));
   if (in) {
     std::stringstream text;
     text << in.rdbuf();
@@ -187,19 +204,24 @@ EngineConfig engine_config(OfxParamSetHandle params, double t) {
   }
   auto pick = [&](const char* param, const char* var, const char* key) {
     std::string v = get_string(params, param, t);
-    if (v.empty()) v = env(var);
-    if (v.empty() && file[key].is_string()) v = file[key].as_string();
+    if (v.empty())
+      v = env(var);
+    if (v.empty() && file[key].is_string())
+      v = file[key].as_string();
     return v;
   };
   EngineConfig c;
   c.python = pick("engine_python", "FACE_FUSION_ENGINE_PYTHON", "python");
-  if (c.python.empty()) c.python = "python3";
+  if (c.python.empty())
+    c.python = "python3";
   c.root = pick("engine_root", "FACE_FUSION_ENGINE_ROOT", "root");
   c.socket_dir = pick("engine_socket_dir", "FACE_FUSION_ENGINE_SOCKET_DIR", "socket_dir");
   c.log_path = env("FACE_FUSION_ENGINE_LOG");
-  if (c.log_path.empty() && file["log"].is_string()) c.log_path = file["log"].as_string();
+  if (c.log_path.empty() && file["log"].is_string())
+    c.log_path = file["log"].as_string();
   const std::string workers = env("FACE_FUSION_OFX_RENDER_WORKERS");
-  if (!workers.empty()) c.extra_args = {"--render-workers", workers};
+  if (!workers.empty())
+    c.extra_args = {"--render-workers", workers};
   return c;
 }
 
@@ -283,7 +305,8 @@ void set_message(OfxImageEffectHandle effect, const std::string& text) {
 }
 
 void clear_message(OfxImageEffectHandle effect) {
-  if (gMessage2) gMessage2->clearPersistentMessage(effect);
+  if (gMessage2)
+    gMessage2->clearPersistentMessage(effect);
 }
 
 // ---------------------------------------------------------------------------------------------- render
@@ -291,7 +314,8 @@ void clear_message(OfxImageEffectHandle effect) {
 struct Image {  // a fetched clip image, released when it goes
   OfxPropertySetHandle handle = nullptr;
   ~Image() {
-    if (handle) gEffect->clipReleaseImage(handle);
+    if (handle)
+      gEffect->clipReleaseImage(handle);
   }
 };
 
@@ -313,11 +337,17 @@ HostImage host_image(OfxPropertySetHandle img) {
   out.row_bytes = row_bytes;
   if (!comps || std::strcmp(comps, kOfxImageComponentRGBA) != 0)
     throw EngineError(std::string("the clip holds ") + (comps ? comps : "no") + " components; Face Fusion takes RGBA");
-  if (depth && std::strcmp(depth, kOfxBitDepthFloat) == 0) out.depth = Depth::Float;
-  else if (depth && std::strcmp(depth, kOfxBitDepthShort) == 0) out.depth = Depth::Short;
-  else if (depth && std::strcmp(depth, kOfxBitDepthByte) == 0) out.depth = Depth::Byte;
-  else throw EngineError(std::string("pixel depth ") + (depth ? depth : "?") + " is not supported (8-bit, 16-bit or float)");
-  if (!out.data) throw EngineError("the host gave an image without pixels");
+  if (depth && std::strcmp(depth, kOfxBitDepthFloat) == 0)
+    out.depth = Depth::Float;
+  else if (depth && std::strcmp(depth, kOfxBitDepthShort) == 0)
+    out.depth = Depth::Short;
+  else if (depth && std::strcmp(depth, kOfxBitDepthByte) == 0)
+    out.depth = Depth::Byte;
+  else
+    throw EngineError(std::string("pixel depth ") + (depth ? depth : "?") +
+                      " is not supported (8-bit, 16-bit or float)");
+  if (!out.data)
+    throw EngineError("the host gave an image without pixels");
   return out;
 }
 
@@ -325,7 +355,8 @@ std::string gHostName = "OpenFX";  // "OpenFX <the host's name>": the applicatio
 
 // The identity's confirmation as the request carries it (the note is the parameter; who and when are now).
 Json consent_records(EngineClient& client, const Json& sources, const std::string& note) {
-  if (note.empty()) return Json();  // the engine's own consent store decides
+  if (note.empty())
+    return Json();  // the engine's own consent store decides
   static std::mutex lock;
   static std::map<std::string, std::string> identities;  // the engine's hash of each list of photos, asked once
   std::string identity;
@@ -363,14 +394,17 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
   gEffect->clipGetHandle(effect, kOfxImageEffectOutputClipName, &out_clip, nullptr);
   Image src, dst;
   try {
-    if (gEffect->clipGetImage(out_clip, t, nullptr, &dst.handle) != kOfxStatOK) throw EngineError("no output image");
-    if (gEffect->clipGetImage(src_clip, t, nullptr, &src.handle) != kOfxStatOK) throw EngineError("no source image");
+    if (gEffect->clipGetImage(out_clip, t, nullptr, &dst.handle) != kOfxStatOK)
+      throw EngineError("no output image");
+    if (gEffect->clipGetImage(src_clip, t, nullptr, &src.handle) != kOfxStatOK)
+      throw EngineError("no source image");
     const HostImage in = host_image(src.handle);
     const HostImage out = host_image(dst.handle);
     double aspect = 1.0;
     gProp->propGetDouble(src.handle, kOfxImagePropPixelAspectRatio, 0, &aspect);
     if (std::fabs(aspect - 1.0) > 1e-6)  // faces would be found and warped squeezed
-      throw EngineError("pixel aspect " + std::to_string(aspect) + " is not supported: Face Fusion needs square "
+      throw EngineError("pixel aspect " + std::to_string(aspect) +
+                        " is not supported: Face Fusion needs square "
                         "pixels (reformat to square pixels before this node)");
     if (in.width() != out.width() || in.height() != out.height() || in.x1 != out.x1 || in.y1 != out.y1)
       throw EngineError("the source and output images differ in size; Face Fusion renders whole frames");
@@ -380,26 +414,39 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
     const std::string output = kOutputs[std::clamp(get_int(params, "output", t), 0, int(std::size(kOutputs)) - 1)];
     settings.set("output_mode", output == "face" ? "face" : "composite");
     std::string space = kSpaces[std::clamp(get_int(params, "input_colorspace", t), 0, int(std::size(kSpaces)) - 1)];
-    if (space == "auto") space = in.depth == Depth::Float ? "linear" : "sRGB";
+    if (space == "auto")
+      space = in.depth == Depth::Float ? "linear" : "sRGB";
     Json sources = Json(Json::Array{});
     Json::Array list;
     for (int i = 1; i <= kSources; ++i) {
       const std::string path = get_string(params, ("source" + std::to_string(i)).c_str(), t);
-      if (path.empty()) continue;
+      if (path.empty())
+        continue;
       Json ref;
       ref.set("path", path);
       list.push_back(ref);
     }
-    if (list.empty()) throw EngineError("no source photo: set Source Photo 1 to a photo of the new face");
+    if (list.empty())
+      throw EngineError("no source photo: set Source Photo 1 to a photo of the new face");
     sources = Json(list);
     const std::string note = get_string(params, "consent_note", t);
 
     std::vector<float> pixels = to_engine(in);
-    const std::string key = sha256(std::string(reinterpret_cast<const char*>(pixels.data()), pixels.size() * 4) +
-                                   settings.dump() + sources.dump() + output + space + note);
+    // The cache key: the host's own bytes (a quarter of the float copy for 8-bit clips), then everything else.
+    Sha256 hash;
+    const size_t row = size_t(in.width()) * (in.depth == Depth::Float ? 16 : in.depth == Depth::Short ? 8 : 4);
+    for (int y = in.y1; y < in.y2; ++y)
+      hash.update(static_cast<const char*>(in.data) + long(y - in.y1) * in.row_bytes, row);
+    const std::string rest = std::to_string(in.width()) + "x" + std::to_string(in.height()) + settings.dump() +
+                             sources.dump() + output + space + note;
+    hash.update(rest.data(), rest.size());
+    const std::string key = hash.digest();
     std::vector<float> result;
     Json request;
-    request.set("settings", settings).set("sources", sources).set("colorspace", space).set("output", output)
+    request.set("settings", settings)
+        .set("sources", sources)
+        .set("colorspace", space)
+        .set("output", output)
         .set("frame", t);
     if (!cache().get(key, result)) {
       EngineConfig config = engine_config(params, t);
@@ -409,13 +456,18 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
         Json f;
         const int w = in.width(), h = in.height();
         f.set("plate", client->put_image(pixels.data(), w, h, space, "OpenFX clip"))
-            .set("sources", sources).set("settings", settings).set("frame", (long long)std::lround(t))
-            .set("host", gHostName).set("out_slot", client->result_slot(size_t(w) * h * 4 * 10));
+            .set("sources", sources)
+            .set("settings", settings)
+            .set("frame", (long long)std::lround(t))
+            .set("host", gHostName)
+            .set("out_slot", client->result_slot(size_t(w) * h * 4 * 10));
         Json records = consent_records(*client, sources, note);
-        if (!records.is_null()) f.set("consent", records);
+        if (!records.is_null())
+          f.set("consent", records);
         const std::string stuck = env("FACE_FUSION_OFX_STUCK_S");  // seconds without a heartbeat (default 30)
-        JobResult r = client->run_job("frame", f, [effect] { return gEffect->abort(effect) != 0; },
-                                      stuck.empty() ? 30.0 : std::atof(stuck.c_str()));
+        JobResult r = client->run_job(
+            "frame", f, [effect] { return gEffect->abort(effect) != 0; },
+            stuck.empty() ? 30.0 : std::atof(stuck.c_str()));
         std::vector<long long> shape;
         result.assign(size_t(w) * h * 4, 0.0f);
         if (output == "composite" || output == "face") {
@@ -425,7 +477,8 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
           std::copy_n(rgba, result.size(), result.data());
         } else {
           const float* m = r.layer("matte." + output, &shape);
-          if (!m) throw EngineError("the engine made no " + output + " matte with these settings");
+          if (!m)
+            throw EngineError("the engine made no " + output + " matte with these settings");
           for (size_t i = 0; i < size_t(w) * h; ++i) std::fill_n(&result[i * 4], 4, m[i]);
         }
         request.set("provenance", r.result["provenance"]).set("faces", r.result["faces"]);
@@ -447,11 +500,13 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
     const bool srgb = space == "sRGB" && (output == "composite" || output == "face");
     from_engine(result.data(), out, window[0], window[1], window[2], window[3], srgb);
     const std::string folder = env("FACE_FUSION_OFX_DUMP");
-    if (!folder.empty()) dump(folder, t, pixels, out, request);
+    if (!folder.empty())
+      dump(folder, t, pixels, out, request);
     clear_message(effect);
     return kOfxStatOK;
   } catch (const std::exception& e) {
-    if (gEffect->abort(effect)) return kOfxStatOK;  // the host gave up on this frame itself
+    if (gEffect->abort(effect))
+      return kOfxStatOK;  // the host gave up on this frame itself
     set_message(effect, e.what());
     return kOfxStatFailed;
   }
@@ -498,12 +553,15 @@ OfxStatus describe_in_context(OfxImageEffectHandle effect) {
     const std::string label = "Source Photo " + std::to_string(i);
     define_string(params, name.c_str(), label.c_str(),
                   "A photo of the new face; several photos are views of one head (the engine picks the one turned "
-                  "most like each face)", true);
+                  "most like each face)",
+                  true);
   }
   define_string(params, "consent_note", "Consent Note",
                 "Your confirmation that you may use this likeness for this work: whose face, which release, which "
-                "work. Saved with the project; empty: the engine's consent store decides", false);
-  define_choice(params, "output", "Output", "What the node outputs", kOutputs, kOutputHelp, int(std::size(kOutputs)), 0);
+                "work. Saved with the project; empty: the engine's consent store decides",
+                false);
+  define_choice(params, "output", "Output", "What the node outputs", kOutputs, kOutputHelp, int(std::size(kOutputs)),
+                0);
   define_choice(params, "input_colorspace", "Input Colour Space",
                 "The colour space of the input clip; the output is in the same space. auto: scene-linear for "
                 "float clips, sRGB for 8- and 16-bit clips",
@@ -511,7 +569,8 @@ OfxStatus describe_in_context(OfxImageEffectHandle effect) {
   for (int i = 0; i < kSchemaCount; ++i) define_schema_param(params, kSchema[i]);
   define_string(params, "engine_python", "Engine Python",
                 "The engine's own Python (its environment's bin/python). Empty: $FACE_FUSION_ENGINE_PYTHON, the config "
-                "file, else python3", true);
+                "file, else python3",
+                true);
   define_string(params, "engine_root", "Engine Folder",
                 "The Face Fusion folder that holds engine/. Empty: $FACE_FUSION_ENGINE_ROOT or the config file", true);
   define_string(params, "engine_socket_dir", "Running Engine",
@@ -528,13 +587,15 @@ OfxStatus clip_preferences(OfxPropertySetHandle out_args, OfxParamSetHandle para
 }
 
 OfxStatus on_load() {
-  if (!gHost) return kOfxStatErrMissingHostFeature;
+  if (!gHost)
+    return kOfxStatErrMissingHostFeature;
   gEffect = (OfxImageEffectSuiteV1*)gHost->fetchSuite(gHost->host, kOfxImageEffectSuite, 1);
   gProp = (OfxPropertySuiteV1*)gHost->fetchSuite(gHost->host, kOfxPropertySuite, 1);
   gParam = (OfxParameterSuiteV1*)gHost->fetchSuite(gHost->host, kOfxParameterSuite, 1);
   gMessage = (OfxMessageSuiteV1*)gHost->fetchSuite(gHost->host, kOfxMessageSuite, 1);
   gMessage2 = (OfxMessageSuiteV2*)gHost->fetchSuite(gHost->host, kOfxMessageSuite, 2);
-  if (!gEffect || !gProp || !gParam) return kOfxStatErrMissingHostFeature;
+  if (!gEffect || !gProp || !gParam)
+    return kOfxStatErrMissingHostFeature;
   char* name = nullptr;
   if (gProp->propGetString(gHost->host, kOfxPropName, 0, &name) == kOfxStatOK && name && *name)
     gHostName = std::string("OpenFX ") + name;
@@ -545,14 +606,18 @@ OfxStatus main_entry(const char* action, const void* handle, OfxPropertySetHandl
                      OfxPropertySetHandle out_args) {
   try {
     OfxImageEffectHandle effect = (OfxImageEffectHandle)handle;
-    if (std::strcmp(action, kOfxActionLoad) == 0) return on_load();
+    if (std::strcmp(action, kOfxActionLoad) == 0)
+      return on_load();
     if (std::strcmp(action, kOfxActionUnload) == 0) {
       engine_pool().shutdown();
       return kOfxStatOK;
     }
-    if (std::strcmp(action, kOfxActionDescribe) == 0) return describe(effect);
-    if (std::strcmp(action, kOfxImageEffectActionDescribeInContext) == 0) return describe_in_context(effect);
-    if (std::strcmp(action, kOfxImageEffectActionRender) == 0) return render(effect, in_args);
+    if (std::strcmp(action, kOfxActionDescribe) == 0)
+      return describe(effect);
+    if (std::strcmp(action, kOfxImageEffectActionDescribeInContext) == 0)
+      return describe_in_context(effect);
+    if (std::strcmp(action, kOfxImageEffectActionRender) == 0)
+      return render(effect, in_args);
     if (std::strcmp(action, kOfxImageEffectActionGetRegionsOfInterest) == 0) {
       // The whole source frame, whatever window is rendered: faces are found and blended on the whole picture.
       OfxImageClipHandle src;
@@ -560,7 +625,8 @@ OfxStatus main_entry(const char* action, const void* handle, OfxPropertySetHandl
       double t = 0;
       gProp->propGetDouble(in_args, kOfxPropTime, 0, &t);
       gEffect->clipGetHandle(effect, kOfxImageEffectSimpleSourceClipName, &src, nullptr);
-      if (gEffect->clipGetRegionOfDefinition(src, t, &rod) != kOfxStatOK) return kOfxStatReplyDefault;
+      if (gEffect->clipGetRegionOfDefinition(src, t, &rod) != kOfxStatOK)
+        return kOfxStatReplyDefault;
       gProp->propSetDoubleN(out_args, "OfxImageClipPropRoI_" kOfxImageEffectSimpleSourceClipName, 4, &rod.x1);
       return kOfxStatOK;
     }
@@ -577,7 +643,9 @@ OfxStatus main_entry(const char* action, const void* handle, OfxPropertySetHandl
   return kOfxStatReplyDefault;
 }
 
-void set_host(OfxHost* host) { gHost = host; }
+void set_host(OfxHost* host) {
+  gHost = host;
+}
 
 OfxPlugin gPlugin = {kOfxImageEffectPluginApi, 1, "org.facefusion.FaceFusion", 0, 1, set_host, main_entry};
 
@@ -585,6 +653,10 @@ OfxPlugin gPlugin = {kOfxImageEffectPluginApi, 1, "org.facefusion.FaceFusion", 0
 }  // namespace ff
 
 extern "C" {
-EXPORT OfxPlugin* OfxGetPlugin(int nth) { return nth == 0 ? &ff::gPlugin : nullptr; }
-EXPORT int OfxGetNumberOfPlugins(void) { return 1; }
+EXPORT OfxPlugin* OfxGetPlugin(int nth) {
+  return nth == 0 ? &ff::gPlugin : nullptr;
+}
+EXPORT int OfxGetNumberOfPlugins(void) {
+  return 1;
+}
 }

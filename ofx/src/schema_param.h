@@ -4,8 +4,8 @@
 namespace ff {
 
 struct SchemaParam {
-  const char* name;   // the engine's setting name, also the OpenFX parameter name
-  const char* kind;   // enum | float | int | bool | str
+  const char* name;  // the engine's setting name, also the OpenFX parameter name
+  const char* kind;  // enum | float | int | bool | str
   const char* label;
   const char* help;
   const char* group;  // faces | swap | colour | enhance | matte | output

@@ -20,7 +20,8 @@ Slot::Slot(const std::string& name) : name_(name) {
   if (name.compare(0, 4, "ffe_") != 0 || name.size() > 30 || name.find('/') != std::string::npos)
     throw EngineError("'" + name + "' is not an engine slot name");
   int fd = ::shm_open(("/" + name).c_str(), O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) throw EngineError("cannot attach slot " + name + ": " + std::strerror(errno));
+  if (fd < 0)
+    throw EngineError("cannot attach slot " + name + ": " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || size_t(st.st_size) < kHeader) {
     ::close(fd);
@@ -29,7 +30,8 @@ Slot::Slot(const std::string& name) : name_(name) {
   size_ = size_t(st.st_size);
   void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
-  if (p == MAP_FAILED) throw EngineError("cannot map slot " + name + ": " + std::strerror(errno));
+  if (p == MAP_FAILED)
+    throw EngineError("cannot map slot " + name + ": " + std::strerror(errno));
   base_ = static_cast<char*>(p);
   uint32_t layout = 0;
   int64_t capacity = 0;
@@ -44,7 +46,8 @@ Slot::Slot(const std::string& name) : name_(name) {
 }
 
 Slot::~Slot() {
-  if (base_) ::munmap(base_, size_);
+  if (base_)
+    ::munmap(base_, size_);
 }
 
 int64_t Slot::generation() const {

@@ -1,10 +1,11 @@
 // The C++ engine client against a real `python -m engine serve` (started here, as the plugin starts it).
-//   client_test PYTHON ENGINE_ROOT CASE...      cases: handshake echo wrong_key consent killed queue
+//   client_test PYTHON ENGINE_ROOT CASE...      cases: handshake echo wrong_key consent killed queue missing digests
 // Prints "ok CASE" per case that passed; exits 1 on the first failure (tests/test_ofx_client.py runs it).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -23,12 +24,12 @@ namespace {
 
 EngineConfig config;
 
-#define CHECK(cond)                                                           \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
+#define CHECK(cond)                                                          \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
       std::fprintf(stderr, "FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-      std::exit(1);                                                           \
-    }                                                                         \
+      std::exit(1);                                                          \
+    }                                                                        \
   } while (0)
 
 template <class F>
@@ -99,8 +100,11 @@ void consent() {  // a frame of an identity without a confirmation fails with th
     Json f;
     Json source;
     source.set("path", std::getenv("FF_TEST_SOURCE") ? std::getenv("FF_TEST_SOURCE") : "");
-    f.set("plate", c.put_image(px.data(), 64, 64, "sRGB", "test")).set("sources", Json::Array{source})
-        .set("frame", 1).set("settings", Json(Json::Object{})).set("out_slot", c.result_slot(64 * 64 * 40));
+    f.set("plate", c.put_image(px.data(), 64, 64, "sRGB", "test"))
+        .set("sources", Json::Array{source})
+        .set("frame", 1)
+        .set("settings", Json(Json::Object{}))
+        .set("out_slot", c.result_slot(64 * 64 * 40));
     std::string err = error_of([&] { c.run_job("frame", f); });
     CHECK(err.find("no consent is recorded for source identity") != std::string::npos);
     echo_case(c, 16, 16);  // the connection is fine after a failed job
@@ -141,6 +145,19 @@ void queue() {  // several connections at once, each its own thread (as the plug
   CHECK(WIFEXITED(proc->exit_status()) && WEXITSTATUS(proc->exit_status()) == 0);
 }
 
+void digests() {  // the MACs of both handshakes and the cache key's hash, against published test vectors
+  CHECK(to_hex(md5("abc")) == "900150983cd24fb0d6963f7d28e17f72");
+  CHECK(to_hex(sha256("abc")) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(to_hex(hmac("sha256", "key", "The quick brown fox jumps over the lazy dog")) ==
+        "f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8");
+  CHECK(to_hex(hmac("md5", "key", "The quick brown fox jumps over the lazy dog")) ==
+        "80070713463e7749b90c2dc24911e275");
+  std::string big(1000003, 'x');
+  Sha256 pieces;
+  for (size_t i = 0; i < big.size(); i += 7777) pieces.update(big.data() + i, std::min<size_t>(7777, big.size() - i));
+  CHECK(pieces.digest() == sha256(big));
+}
+
 void missing() {  // a Python that does not exist: a message, at once
   EngineConfig bad = config;
   bad.python = "/nonexistent/python3";
@@ -165,13 +182,22 @@ int main(int argc, char** argv) {
   config.start_timeout_s = 60;
   for (int i = 3; i < argc; ++i) {
     const std::string name = argv[i];
-    if (name == "handshake") handshake();
-    else if (name == "echo") echo();
-    else if (name == "wrong_key") wrong_key();
-    else if (name == "consent") consent();
-    else if (name == "killed") killed();
-    else if (name == "queue") queue();
-    else if (name == "missing") missing();
+    if (name == "handshake")
+      handshake();
+    else if (name == "echo")
+      echo();
+    else if (name == "wrong_key")
+      wrong_key();
+    else if (name == "consent")
+      consent();
+    else if (name == "killed")
+      killed();
+    else if (name == "queue")
+      queue();
+    else if (name == "missing")
+      missing();
+    else if (name == "digests")
+      digests();
     else {
       std::fprintf(stderr, "unknown case %s\n", name.c_str());
       return 2;

@@ -62,52 +62,118 @@ struct PropertySet {
     return *this;
   }
 };
-PropertySet* ps(OfxPropertySetHandle h) { return reinterpret_cast<PropertySet*>(h); }
+PropertySet* ps(OfxPropertySetHandle h) {
+  return reinterpret_cast<PropertySet*>(h);
+}
 
 template <class T>
 void put(std::vector<T>& v, int index, T value) {
-  if (int(v.size()) <= index) v.resize(index + 1);
+  if (int(v.size()) <= index)
+    v.resize(index + 1);
   v[index] = value;
 }
-OfxStatus setP(OfxPropertySetHandle h, const char* n, int i, void* v) { std::lock_guard<std::mutex> l(ps(h)->lock); put(ps(h)->props[n].p, i, v); return kOfxStatOK; }
-OfxStatus setS(OfxPropertySetHandle h, const char* n, int i, const char* v) { std::lock_guard<std::mutex> l(ps(h)->lock); put(ps(h)->props[n].s, i, std::string(v)); return kOfxStatOK; }
-OfxStatus setD(OfxPropertySetHandle h, const char* n, int i, double v) { std::lock_guard<std::mutex> l(ps(h)->lock); put(ps(h)->props[n].d, i, v); return kOfxStatOK; }
-OfxStatus setI(OfxPropertySetHandle h, const char* n, int i, int v) { std::lock_guard<std::mutex> l(ps(h)->lock); put(ps(h)->props[n].i, i, v); return kOfxStatOK; }
-OfxStatus setPN(OfxPropertySetHandle h, const char* n, int c, void* const* v) { for (int k = 0; k < c; ++k) setP(h, n, k, v[k]); return kOfxStatOK; }
-OfxStatus setSN(OfxPropertySetHandle h, const char* n, int c, const char* const* v) { for (int k = 0; k < c; ++k) setS(h, n, k, v[k]); return kOfxStatOK; }
-OfxStatus setDN(OfxPropertySetHandle h, const char* n, int c, const double* v) { for (int k = 0; k < c; ++k) setD(h, n, k, v[k]); return kOfxStatOK; }
-OfxStatus setIN(OfxPropertySetHandle h, const char* n, int c, const int* v) { for (int k = 0; k < c; ++k) setI(h, n, k, v[k]); return kOfxStatOK; }
+OfxStatus setP(OfxPropertySetHandle h, const char* n, int i, void* v) {
+  std::lock_guard<std::mutex> l(ps(h)->lock);
+  put(ps(h)->props[n].p, i, v);
+  return kOfxStatOK;
+}
+OfxStatus setS(OfxPropertySetHandle h, const char* n, int i, const char* v) {
+  std::lock_guard<std::mutex> l(ps(h)->lock);
+  put(ps(h)->props[n].s, i, std::string(v));
+  return kOfxStatOK;
+}
+OfxStatus setD(OfxPropertySetHandle h, const char* n, int i, double v) {
+  std::lock_guard<std::mutex> l(ps(h)->lock);
+  put(ps(h)->props[n].d, i, v);
+  return kOfxStatOK;
+}
+OfxStatus setI(OfxPropertySetHandle h, const char* n, int i, int v) {
+  std::lock_guard<std::mutex> l(ps(h)->lock);
+  put(ps(h)->props[n].i, i, v);
+  return kOfxStatOK;
+}
+OfxStatus setPN(OfxPropertySetHandle h, const char* n, int c, void* const* v) {
+  for (int k = 0; k < c; ++k) setP(h, n, k, v[k]);
+  return kOfxStatOK;
+}
+OfxStatus setSN(OfxPropertySetHandle h, const char* n, int c, const char* const* v) {
+  for (int k = 0; k < c; ++k) setS(h, n, k, v[k]);
+  return kOfxStatOK;
+}
+OfxStatus setDN(OfxPropertySetHandle h, const char* n, int c, const double* v) {
+  for (int k = 0; k < c; ++k) setD(h, n, k, v[k]);
+  return kOfxStatOK;
+}
+OfxStatus setIN(OfxPropertySetHandle h, const char* n, int c, const int* v) {
+  for (int k = 0; k < c; ++k) setI(h, n, k, v[k]);
+  return kOfxStatOK;
+}
 
 template <class T>
 OfxStatus fetch(OfxPropertySetHandle h, const char* n, int i, T* out, std::vector<T> Prop::*member) {
   std::lock_guard<std::mutex> l(ps(h)->lock);
   auto it = ps(h)->props.find(n);
-  if (it == ps(h)->props.end()) return kOfxStatErrUnknown;
+  if (it == ps(h)->props.end())
+    return kOfxStatErrUnknown;
   const std::vector<T>& v = it->second.*member;
-  if (i < 0 || i >= int(v.size())) return kOfxStatErrBadIndex;
+  if (i < 0 || i >= int(v.size()))
+    return kOfxStatErrBadIndex;
   *out = v[i];
   return kOfxStatOK;
 }
-OfxStatus getP(OfxPropertySetHandle h, const char* n, int i, void** v) { return fetch(h, n, i, v, &Prop::p); }
+OfxStatus getP(OfxPropertySetHandle h, const char* n, int i, void** v) {
+  return fetch(h, n, i, v, &Prop::p);
+}
 OfxStatus getS(OfxPropertySetHandle h, const char* n, int i, char** v) {
   std::lock_guard<std::mutex> l(ps(h)->lock);
   auto it = ps(h)->props.find(n);
-  if (it == ps(h)->props.end()) return kOfxStatErrUnknown;
-  if (i < 0 || i >= int(it->second.s.size())) return kOfxStatErrBadIndex;
+  if (it == ps(h)->props.end())
+    return kOfxStatErrUnknown;
+  if (i < 0 || i >= int(it->second.s.size()))
+    return kOfxStatErrBadIndex;
   *v = const_cast<char*>(it->second.s[i].c_str());  // stable while the set lives, as the API promises
   return kOfxStatOK;
 }
-OfxStatus getD(OfxPropertySetHandle h, const char* n, int i, double* v) { return fetch(h, n, i, v, &Prop::d); }
-OfxStatus getI(OfxPropertySetHandle h, const char* n, int i, int* v) { return fetch(h, n, i, v, &Prop::i); }
-OfxStatus getPN(OfxPropertySetHandle h, const char* n, int c, void** v) { for (int k = 0; k < c; ++k) if (OfxStatus s = getP(h, n, k, v + k)) return s; return kOfxStatOK; }
-OfxStatus getSN(OfxPropertySetHandle h, const char* n, int c, char** v) { for (int k = 0; k < c; ++k) if (OfxStatus s = getS(h, n, k, v + k)) return s; return kOfxStatOK; }
-OfxStatus getDN(OfxPropertySetHandle h, const char* n, int c, double* v) { for (int k = 0; k < c; ++k) if (OfxStatus s = getD(h, n, k, v + k)) return s; return kOfxStatOK; }
-OfxStatus getIN(OfxPropertySetHandle h, const char* n, int c, int* v) { for (int k = 0; k < c; ++k) if (OfxStatus s = getI(h, n, k, v + k)) return s; return kOfxStatOK; }
-OfxStatus reset(OfxPropertySetHandle h, const char* n) { std::lock_guard<std::mutex> l(ps(h)->lock); ps(h)->props.erase(n); return kOfxStatOK; }
+OfxStatus getD(OfxPropertySetHandle h, const char* n, int i, double* v) {
+  return fetch(h, n, i, v, &Prop::d);
+}
+OfxStatus getI(OfxPropertySetHandle h, const char* n, int i, int* v) {
+  return fetch(h, n, i, v, &Prop::i);
+}
+OfxStatus getPN(OfxPropertySetHandle h, const char* n, int c, void** v) {
+  for (int k = 0; k < c; ++k)
+    if (OfxStatus s = getP(h, n, k, v + k))
+      return s;
+  return kOfxStatOK;
+}
+OfxStatus getSN(OfxPropertySetHandle h, const char* n, int c, char** v) {
+  for (int k = 0; k < c; ++k)
+    if (OfxStatus s = getS(h, n, k, v + k))
+      return s;
+  return kOfxStatOK;
+}
+OfxStatus getDN(OfxPropertySetHandle h, const char* n, int c, double* v) {
+  for (int k = 0; k < c; ++k)
+    if (OfxStatus s = getD(h, n, k, v + k))
+      return s;
+  return kOfxStatOK;
+}
+OfxStatus getIN(OfxPropertySetHandle h, const char* n, int c, int* v) {
+  for (int k = 0; k < c; ++k)
+    if (OfxStatus s = getI(h, n, k, v + k))
+      return s;
+  return kOfxStatOK;
+}
+OfxStatus reset(OfxPropertySetHandle h, const char* n) {
+  std::lock_guard<std::mutex> l(ps(h)->lock);
+  ps(h)->props.erase(n);
+  return kOfxStatOK;
+}
 OfxStatus dimension(OfxPropertySetHandle h, const char* n, int* c) {
   std::lock_guard<std::mutex> l(ps(h)->lock);
   auto it = ps(h)->props.find(n);
-  if (it == ps(h)->props.end()) return kOfxStatErrUnknown;
+  if (it == ps(h)->props.end())
+    return kOfxStatErrUnknown;
   const Prop& p = it->second;
   *c = int(std::max(std::max(p.s.size(), p.d.size()), std::max(p.i.size(), p.p.size())));
   return kOfxStatOK;
@@ -136,7 +202,8 @@ struct Effect {
   std::string persistent;  // the persistent message, "" when cleared
   Param* param(const std::string& n) {
     for (auto& p : params)
-      if (p->name == n) return p.get();
+      if (p->name == n)
+        return p.get();
     return nullptr;
   }
 };
@@ -152,7 +219,9 @@ struct RenderContext {
 };
 thread_local RenderContext* gContext = nullptr;
 
-size_t pixel_bytes(const std::string& depth) { return depth == "float" ? 16 : depth == "short" ? 8 : 4; }
+size_t pixel_bytes(const std::string& depth) {
+  return depth == "float" ? 16 : depth == "short" ? 8 : 4;
+}
 
 OfxStatus getPropertySet(OfxImageEffectHandle e, OfxPropertySetHandle* out) {
   *out = reinterpret_cast<OfxPropertySetHandle>(&reinterpret_cast<Effect*>(e)->props);
@@ -171,12 +240,15 @@ OfxStatus clipDefine(OfxImageEffectHandle e, const char* name, OfxPropertySetHan
   *props = reinterpret_cast<OfxPropertySetHandle>(&c->props);
   return kOfxStatOK;
 }
-OfxStatus clipGetHandle(OfxImageEffectHandle e, const char* name, OfxImageClipHandle* clip, OfxPropertySetHandle* props) {
+OfxStatus clipGetHandle(OfxImageEffectHandle e, const char* name, OfxImageClipHandle* clip,
+                        OfxPropertySetHandle* props) {
   Effect* fx = reinterpret_cast<Effect*>(e);
   auto it = fx->clips.find(name);
-  if (it == fx->clips.end()) return kOfxStatErrBadHandle;
+  if (it == fx->clips.end())
+    return kOfxStatErrBadHandle;
   *clip = reinterpret_cast<OfxImageClipHandle>(it->second.get());
-  if (props) *props = reinterpret_cast<OfxPropertySetHandle>(&it->second->props);
+  if (props)
+    *props = reinterpret_cast<OfxPropertySetHandle>(&it->second->props);
   return kOfxStatOK;
 }
 OfxStatus clipGetPropertySet(OfxImageClipHandle c, OfxPropertySetHandle* props) {
@@ -185,7 +257,8 @@ OfxStatus clipGetPropertySet(OfxImageClipHandle c, OfxPropertySetHandle* props) 
 }
 OfxStatus clipGetImage(OfxImageClipHandle c, OfxTime, const OfxRectD*, OfxPropertySetHandle* out) {
   RenderContext* ctx = gContext;
-  if (!ctx) return kOfxStatFailed;
+  if (!ctx)
+    return kOfxStatFailed;
   Clip* clip = reinterpret_cast<Clip*>(c);
   std::vector<char>& buf = clip->name == kOfxImageEffectOutputClipName ? ctx->dst : ctx->src;
   auto img = std::make_unique<PropertySet>();
@@ -199,7 +272,9 @@ OfxStatus clipGetImage(OfxImageClipHandle c, OfxTime, const OfxRectD*, OfxProper
   setIN(h, kOfxImagePropRegionOfDefinition, 4, bounds);
   setI(h, kOfxImagePropRowBytes, 0, int(ctx->rows_up ? -stride : stride));
   setS(h, kOfxImageEffectPropPixelDepth, 0,
-       ctx->depth == "float" ? kOfxBitDepthFloat : ctx->depth == "short" ? kOfxBitDepthShort : kOfxBitDepthByte);
+       ctx->depth == "float"   ? kOfxBitDepthFloat
+       : ctx->depth == "short" ? kOfxBitDepthShort
+                               : kOfxBitDepthByte);
   setS(h, kOfxImageEffectPropComponents, 0, kOfxImageComponentRGBA);
   setD(h, kOfxImagePropPixelAspectRatio, 0, ctx->aspect);
   setS(h, kOfxImageEffectPropPreMultiplication, 0, kOfxImageOpaque);
@@ -207,31 +282,46 @@ OfxStatus clipGetImage(OfxImageClipHandle c, OfxTime, const OfxRectD*, OfxProper
   ctx->images.push_back(std::move(img));
   return kOfxStatOK;
 }
-OfxStatus clipReleaseImage(OfxPropertySetHandle) { return kOfxStatOK; }
+OfxStatus clipReleaseImage(OfxPropertySetHandle) {
+  return kOfxStatOK;
+}
 OfxStatus clipGetRegionOfDefinition(OfxImageClipHandle, OfxTime, OfxRectD* r) {
-  if (!gContext) return kOfxStatFailed;
+  if (!gContext)
+    return kOfxStatFailed;
   *r = {0, 0, double(gContext->w), double(gContext->h)};
   return kOfxStatOK;
 }
-int abort_render(OfxImageEffectHandle) { return 0; }
-OfxStatus unsupported_alloc(OfxImageEffectHandle, size_t, OfxImageMemoryHandle*) { return kOfxStatErrUnsupported; }
-OfxStatus unsupported_mem(OfxImageMemoryHandle) { return kOfxStatErrUnsupported; }
-OfxStatus unsupported_lock(OfxImageMemoryHandle, void**) { return kOfxStatErrUnsupported; }
+int abort_render(OfxImageEffectHandle) {
+  return 0;
+}
+OfxStatus unsupported_alloc(OfxImageEffectHandle, size_t, OfxImageMemoryHandle*) {
+  return kOfxStatErrUnsupported;
+}
+OfxStatus unsupported_mem(OfxImageMemoryHandle) {
+  return kOfxStatErrUnsupported;
+}
+OfxStatus unsupported_lock(OfxImageMemoryHandle, void**) {
+  return kOfxStatErrUnsupported;
+}
 
 OfxStatus paramDefine(OfxParamSetHandle set, const char* type, const char* name, OfxPropertySetHandle* props) {
   Effect* fx = reinterpret_cast<Effect*>(set);
   auto p = std::make_unique<Param>();
   p->name = name;
   p->type = type;
-  if (props) *props = reinterpret_cast<OfxPropertySetHandle>(&p->props);
+  if (props)
+    *props = reinterpret_cast<OfxPropertySetHandle>(&p->props);
   fx->params.push_back(std::move(p));
   return kOfxStatOK;
 }
 OfxStatus paramGetHandle(OfxParamSetHandle set, const char* name, OfxParamHandle* param, OfxPropertySetHandle* props) {
   Param* p = reinterpret_cast<Effect*>(set)->param(name);
-  if (!p) return kOfxStatErrUnknown;
-  if (param) *param = reinterpret_cast<OfxParamHandle>(p);
-  if (props) *props = reinterpret_cast<OfxPropertySetHandle>(&p->props);
+  if (!p)
+    return kOfxStatErrUnknown;
+  if (param)
+    *param = reinterpret_cast<OfxParamHandle>(p);
+  if (props)
+    *props = reinterpret_cast<OfxPropertySetHandle>(&p->props);
   return kOfxStatOK;
 }
 OfxStatus paramSetGetPropertySet(OfxParamSetHandle set, OfxPropertySetHandle* props) {
@@ -243,9 +333,12 @@ OfxStatus paramGetPropertySet(OfxParamHandle param, OfxPropertySetHandle* props)
   return kOfxStatOK;
 }
 OfxStatus get_value(Param* p, va_list ap) {
-  if (p->type == kOfxParamTypeDouble) *va_arg(ap, double*) = p->d;
-  else if (p->type == kOfxParamTypeString) *va_arg(ap, char**) = const_cast<char*>(p->s.c_str());
-  else *va_arg(ap, int*) = p->i;
+  if (p->type == kOfxParamTypeDouble)
+    *va_arg(ap, double*) = p->d;
+  else if (p->type == kOfxParamTypeString)
+    *va_arg(ap, char**) = const_cast<char*>(p->s.c_str());
+  else
+    *va_arg(ap, int*) = p->i;
   return kOfxStatOK;
 }
 OfxStatus paramGetValue(OfxParamHandle h, ...) {
@@ -262,7 +355,9 @@ OfxStatus paramGetValueAtTimeImpl(OfxParamHandle h, OfxTime t, ...) {
   va_end(ap);
   return s;
 }
-OfxStatus paramUnsupported(OfxParamHandle, ...) { return kOfxStatErrUnsupported; }
+OfxStatus paramUnsupported(OfxParamHandle, ...) {
+  return kOfxStatErrUnsupported;
+}
 
 // --------------------------------------------------------------------------------------------- messages
 
@@ -308,17 +403,22 @@ PropertySet gHostProps;
 OfxHost gHost;
 
 const void* fetchSuite(OfxPropertySetHandle, const char* name, int version) {
-  if (!std::strcmp(name, kOfxPropertySuite) && version == 1) return &gPropSuite;
-  if (!std::strcmp(name, kOfxImageEffectSuite) && version == 1) return &gEffectSuite;
-  if (!std::strcmp(name, kOfxParameterSuite) && version == 1) return &gParamSuite;
-  if (!std::strcmp(name, kOfxMessageSuite) && version == 1) return &gMessageSuite;
-  if (!std::strcmp(name, kOfxMessageSuite) && version == 2) return &gMessageSuite2;
+  if (!std::strcmp(name, kOfxPropertySuite) && version == 1)
+    return &gPropSuite;
+  if (!std::strcmp(name, kOfxImageEffectSuite) && version == 1)
+    return &gEffectSuite;
+  if (!std::strcmp(name, kOfxParameterSuite) && version == 1)
+    return &gParamSuite;
+  if (!std::strcmp(name, kOfxMessageSuite) && version == 1)
+    return &gMessageSuite;
+  if (!std::strcmp(name, kOfxMessageSuite) && version == 2)
+    return &gMessageSuite2;
   return nullptr;
 }
 
 void init_host() {
-  gPropSuite = {setP, setS, setD, setI, setPN, setSN, setDN, setIN, getP, getS, getD, getI, getPN, getSN, getDN,
-                getIN, reset, dimension};
+  gPropSuite = {setP, setS, setD, setI,  setPN, setSN, setDN, setIN, getP,
+                getS, getD, getI, getPN, getSN, getDN, getIN, reset, dimension};
   gEffectSuite = {};
   gEffectSuite.getPropertySet = getPropertySet;
   gEffectSuite.getParamSet = getParamSet;
@@ -365,9 +465,12 @@ Effect* instance(int n) {
     for (auto& p : gDescriptor.params) {  // a parameter starts at its default
       auto q = std::make_unique<Param>(*p);
       Prop& def = q->props.props[kOfxParamPropDefault];
-      if (!def.d.empty()) q->d = def.d[0];
-      if (!def.i.empty()) q->i = def.i[0];
-      if (!def.s.empty()) q->s = def.s[0];
+      if (!def.d.empty())
+        q->d = def.d[0];
+      if (!def.i.empty())
+        q->i = def.i[0];
+      if (!def.s.empty())
+        q->s = def.s[0];
       fx->params.push_back(std::move(q));
     }
     for (auto& c : gDescriptor.clips) {
@@ -411,11 +514,13 @@ Json describe() {
 
 void set_param(Effect* fx, const std::string& name, const Json& v) {
   Param* p = fx->param(name);
-  if (!p) throw std::runtime_error("no parameter " + name);
+  if (!p)
+    throw std::runtime_error("no parameter " + name);
   if (p->type == kOfxParamTypeChoice && v.is_string()) {  // by the option's name, as melt sets them
     auto& options = p->props.props[kOfxParamPropChoiceOption].s;
     for (size_t k = 0; k < options.size(); ++k)
-      if (options[k] == v.as_string()) p->i = int(k);
+      if (options[k] == v.as_string())
+        p->i = int(k);
   } else if (v.is_string()) {
     p->s = v.as_string();
   } else if (v.is_bool()) {
@@ -431,23 +536,27 @@ void kill_children(int sig) {
   DIR* d = opendir("/proc");
   while (dirent* e = readdir(d)) {
     const int pid = std::atoi(e->d_name);
-    if (pid <= 0) continue;
+    if (pid <= 0)
+      continue;
     std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
     std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
     size_t close = text.rfind(')');
-    if (close == std::string::npos) continue;
+    if (close == std::string::npos)
+      continue;
     std::istringstream rest(text.substr(close + 2));
     std::string state;
     int ppid = 0;
     rest >> state >> ppid;
-    if (ppid == getpid()) kill(pid, sig);
+    if (ppid == getpid())
+      kill(pid, sig);
   }
   closedir(d);
 }
 
 Json render(const Json& step) {
   Effect* fx = instance(int(step["instance"].is_number() ? step["instance"].as_int() : 0));
-  for (auto& kv : step["params"].is_object() ? step["params"].as_object() : Json::Object{}) set_param(fx, kv.first, kv.second);
+  for (auto& kv : step["params"].is_object() ? step["params"].as_object() : Json::Object{})
+    set_param(fx, kv.first, kv.second);
   RenderContext ctx;
   ctx.w = int(step["width"].as_int());
   ctx.h = int(step["height"].as_int());
@@ -459,14 +568,17 @@ Json render(const Json& step) {
   std::ifstream(step["input"].as_string(), std::ios::binary).read(reinterpret_cast<char*>(in.data()), n * 4);
   ctx.src.resize(stride * ctx.h);
   ctx.dst.assign(stride * ctx.h, char(0x3F));  // a sentinel: what the plugin leaves unwritten stays this
-  for (int r = 0; r < ctx.h; ++r) {  // r: row from the top; memory row: "down" stores the bottom row first
+  for (int r = 0; r < ctx.h; ++r) {            // r: row from the top; memory row: "down" stores the bottom row first
     const int mem = ctx.rows_up ? r : ctx.h - 1 - r;
     char* row = ctx.src.data() + size_t(mem) * stride;
     for (int k = 0; k < ctx.w * 4; ++k) {
       const float v = in[size_t(r) * ctx.w * 4 + k];
-      if (ctx.depth == "float") reinterpret_cast<float*>(row)[k] = v;
-      else if (ctx.depth == "short") reinterpret_cast<uint16_t*>(row)[k] = uint16_t(std::floor(std::clamp(v, 0.f, 1.f) * 65535.0 + 0.5));
-      else reinterpret_cast<uint8_t*>(row)[k] = uint8_t(std::floor(std::clamp(v, 0.f, 1.f) * 255.0 + 0.5));
+      if (ctx.depth == "float")
+        reinterpret_cast<float*>(row)[k] = v;
+      else if (ctx.depth == "short")
+        reinterpret_cast<uint16_t*>(row)[k] = uint16_t(std::floor(std::clamp(v, 0.f, 1.f) * 65535.0 + 0.5));
+      else
+        reinterpret_cast<uint8_t*>(row)[k] = uint8_t(std::floor(std::clamp(v, 0.f, 1.f) * 255.0 + 0.5));
     }
   }
   PropertySet args;
@@ -492,7 +604,8 @@ Json render(const Json& step) {
         std::ifstream in(log);
         in.seekg(start);
         std::string rest((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        if (rest.find(text) != std::string::npos) break;
+        if (rest.find(text) != std::string::npos)
+          break;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
       kill_children(sig);
@@ -503,7 +616,8 @@ Json render(const Json& step) {
   const OfxStatus status = act(kOfxImageEffectActionRender, fx, a, nullptr);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   gContext = nullptr;
-  if (killer.joinable()) killer.join();
+  if (killer.joinable())
+    killer.join();
   if (step["out"].is_string()) {
     std::ofstream out(step["out"].as_string(), std::ios::binary);
     for (int r = 0; r < ctx.h; ++r) {
@@ -513,8 +627,11 @@ Json render(const Json& step) {
   }
   Json result;
   std::lock_guard<std::mutex> l(fx->lock);
-  result.set("status", status == kOfxStatOK ? "ok" : status == kOfxStatFailed ? "failed" : std::to_string(status))
-      .set("message", fx->persistent).set("seconds", seconds);
+  result.set("status", status == kOfxStatOK       ? "ok"
+                       : status == kOfxStatFailed ? "failed"
+                                                  : std::to_string(status))
+      .set("message", fx->persistent)
+      .set("seconds", seconds);
   return result;
 }
 
@@ -533,14 +650,18 @@ int main() {
   }
   auto get = reinterpret_cast<OfxPlugin* (*)(int)>(dlsym(lib, "OfxGetPlugin"));
   auto count = reinterpret_cast<int (*)()>(dlsym(lib, "OfxGetNumberOfPlugins"));
-  if (!get || !count || count() != 1) return 1;
+  if (!get || !count || count() != 1)
+    return 1;
   gPlugin = get(0);
   gPlugin->setHost(&gHost);
-  if (act(kOfxActionLoad, nullptr) != kOfxStatOK) return 1;
-  if (act(kOfxActionDescribe, &gDescriptor) != kOfxStatOK) return 1;
+  if (act(kOfxActionLoad, nullptr) != kOfxStatOK)
+    return 1;
+  if (act(kOfxActionDescribe, &gDescriptor) != kOfxStatOK)
+    return 1;
   PropertySet ctx_args;
   setS(reinterpret_cast<OfxPropertySetHandle>(&ctx_args), kOfxImageEffectPropContext, 0, kOfxImageEffectContextFilter);
-  if (act(kOfxImageEffectActionDescribeInContext, &gDescriptor, reinterpret_cast<OfxPropertySetHandle>(&ctx_args)) != kOfxStatOK)
+  if (act(kOfxImageEffectActionDescribeInContext, &gDescriptor, reinterpret_cast<OfxPropertySetHandle>(&ctx_args)) !=
+      kOfxStatOK)
     return 1;
   for (const Json& step : script["steps"].as_array()) {
     const std::string op = step["op"].as_string();
