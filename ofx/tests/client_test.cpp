@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -180,28 +181,17 @@ int main(int argc, char** argv) {
   config.python = argv[1];
   config.root = argv[2];
   config.start_timeout_s = 60;
+  const std::map<std::string, void (*)()> cases = {
+      {"handshake", handshake}, {"echo", echo},   {"wrong_key", wrong_key}, {"consent", consent},
+      {"killed", killed},       {"queue", queue}, {"missing", missing},     {"digests", digests}};
   for (int i = 3; i < argc; ++i) {
     const std::string name = argv[i];
-    if (name == "handshake")
-      handshake();
-    else if (name == "echo")
-      echo();
-    else if (name == "wrong_key")
-      wrong_key();
-    else if (name == "consent")
-      consent();
-    else if (name == "killed")
-      killed();
-    else if (name == "queue")
-      queue();
-    else if (name == "missing")
-      missing();
-    else if (name == "digests")
-      digests();
-    else {
+    auto it = cases.find(name);
+    if (it == cases.end()) {
       std::fprintf(stderr, "unknown case %s\n", name.c_str());
       return 2;
     }
+    it->second();
     std::printf("ok %s\n", name.c_str());
     std::fflush(stdout);
   }
