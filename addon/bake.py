@@ -18,7 +18,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import cache_move, compat, consent, coverage, plates, prefs, retarget, schema, session, sources, targets
+from . import (
+    blend_user,
+    cache_move,
+    cache_users,
+    compat,
+    consent,
+    coverage,
+    plates,
+    prefs,
+    retarget,
+    schema,
+    session,
+    sources,
+    targets,
+)
 from .engine_link import engine_module
 from .farm_analysis import request_field as farm_analysis_file
 
@@ -319,6 +333,10 @@ def plan(target: targets.Target, frame_start: int | None = None, frame_end: int 
         if session.engine_version() == version:
             break
         version = session.engine_version()  # the running engine is another version than the add-on's copy
+    try:  # this .blend uses the folder: Remove Unused in another .blend sharing the cache leaves it (cache_users)
+        cache_users.update(folder, add=[blend_user.me()])
+    except OSError as exc:
+        print(f"Face Fusion {target.label}: could not record this file as a user of {folder}: {exc}", file=sys.stderr)
     request: dict[str, Any] = {}
     if engine_missing:
         request = {

@@ -1,7 +1,8 @@
-"""The cache folder's disk use, and which of its key folders no strip or node uses any more.
+"""The cache folder's disk use (which key folders nothing uses any more: ``cache_users``).
 
 Standard library only. A folder counts as a cache folder only when its name is a cache key and it holds nothing but
-the engine's frames (and Blender < 5.0's RGBA copies): nothing else is ever measured as ours or removed.
+the engine's frames (and Blender < 5.0's RGBA copies, and the manifest of the .blend files using it): nothing else
+is ever measured as ours or removed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 KEY = re.compile(r"^[0-9a-f]{16}$")
-OURS = re.compile(r"^(facefusion\.\d+\.exr|\.facefusion\.\d+\.exr\..*|rgba)$")  # frames, partials, RGBA copies
+# frames, partials, RGBA copies, the manifest of the .blend files using the folder (cache_users) and its partials
+OURS = re.compile(r"^(facefusion\.\d+\.exr|\.facefusion\.\d+\.exr\..*|rgba"
+                  r"|\.facefusion-users\.json|\.facefusion-users\..*\.tmp)$")
 RESCAN_S = 5.0  # the panel redraws often; a folder of thousands of frames is measured again at most this often
 
 
@@ -64,10 +67,6 @@ def scan(root: str, *, fresh: bool = False) -> list[KeyFolder]:
                 found.append(KeyFolder(entry.name, entry.path, *measured))
     _SCANS[root] = (now, found)
     return found
-
-
-def unused(folders: Iterable[KeyFolder], used_keys: set[str]) -> list[KeyFolder]:
-    return [f for f in folders if f.key not in used_keys]
 
 
 def remove(folders: Iterable[KeyFolder]) -> int:

@@ -17,8 +17,8 @@ from typing import Any
 
 import bpy
 
-from . import cache_move, element_repair, lookup, plates
-from .targets import Target, shown_dir, stored_dir
+from . import blend_user, cache_admin, cache_move, cache_users, element_repair, lookup, op_cache, plates
+from .targets import Target, cache_root, shown_dir, stored_dir
 
 
 @dataclass
@@ -29,6 +29,7 @@ class _Pending:
 
 
 _PENDING: list[_Pending] = []
+_WAS_UNSAVED: list[bool] = []  # the file being saved had never been saved (its cache user was this session)
 
 
 def _point(target: Target, stored: str) -> None:
@@ -39,6 +40,7 @@ def _point(target: Target, stored: str) -> None:
 @bpy.app.handlers.persistent
 def on_save_pre(filepath: str = "", *_: Any) -> None:
     _PENDING.clear()
+    _WAS_UNSAVED[:] = [not bpy.data.filepath]
     if bpy.data.filepath:  # saved before: '//' folders already resolve next to it
         return
     for scene in bpy.data.scenes:
@@ -61,9 +63,30 @@ def on_save_pre(filepath: str = "", *_: Any) -> None:
 def on_save_post(filepath: str = "", *_: Any) -> None:
     pending = list(_PENDING)
     _PENDING.clear()
-    if not pending:
-        return
     copy = not bpy.data.filepath or os.path.realpath(bpy.data.filepath) != os.path.realpath(filepath)
+    _move(pending, filepath, copy)
+    if not copy:
+        _record_users(bool(_WAS_UNSAVED and _WAS_UNSAVED[0]))
+
+
+def _record_users(was_unsaved: bool) -> None:
+    """The saved file is a user of the cache folders it uses, and of no other (``cache_users``); the session's
+    ``unsaved:`` entry becomes the file's path."""
+    me, used = blend_user.me(), op_cache.used_keys()
+    old = [blend_user.unsaved_user()] if was_unsaved else []
+    try:
+        for folder in cache_admin.scan(cache_root(), fresh=True):
+            if cache_users.read(folder.path) is None:  # made before manifests: used by someone unknown, stays so
+                continue
+            if folder.key in used:
+                cache_users.update(folder.path, add=[me], drop=old)
+            else:
+                cache_users.update(folder.path, drop=[me, *old])
+    except OSError as exc:
+        print(f"Face Fusion: could not record which cache folders {me} uses: {exc}", file=sys.stderr)
+
+
+def _move(pending: list[_Pending], filepath: str, copy: bool) -> None:
     for p in pending:
         try:
             if copy:  # Save Copy: this session is still unsaved and keeps its temporary folder; the copy gets its own

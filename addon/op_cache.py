@@ -1,4 +1,6 @@
-"""Cache housekeeping: remove the key folders of settings no Face Fusion strip or node of this .blend uses."""
+"""Cache housekeeping: remove the key folders that no Face Fusion strip or node uses any more, neither in this .blend
+nor in any other .blend listed as a user of the folder (``cache_users``). Invoked from the panel it first lists what
+it will remove, with sizes, and removes only after the artist confirms."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ from typing import Any
 
 import bpy
 
-from . import cache_admin, lookup
+from . import blend_user, cache_admin, cache_users, lookup
 from .targets import cache_root
 
 
@@ -16,18 +18,52 @@ def used_keys() -> set[str]:
             for t in lookup.scene_targets(scene, include_muted=True) if t.settings.cache_key}
 
 
+def unused_folders(*, fresh: bool = False) -> list[cache_admin.KeyFolder]:
+    """The key folders of the cache root that neither this file nor any other user of theirs needs."""
+    return cache_users.unused(cache_admin.scan(cache_root(), fresh=fresh), used_keys(), blend_user.mine())
+
+
+def _busy(op: Any, context: Any) -> bool:
+    if context.window_manager.face_fusion_runtime.running:
+        op.report({"ERROR"}, "Face Fusion: a bake is running; wait for it (or Esc), then clean up")
+        return True
+    return False
+
+
 class FACEFUSION_OT_clean_cache(bpy.types.Operator):
-    """Remove the cache folders of settings that no Face Fusion strip or node of this .blend uses any more"""
+    """Remove the cache folders that no Face Fusion strip or node uses any more, in this .blend or any other
+    .blend using the same cache folder (lists them first)"""
 
     bl_idname = "facefusion.clean_cache"
     bl_label = "Remove Unused Frames"
 
+    _listed: list[cache_admin.KeyFolder] | None = None  # what the confirmation dialog showed
+
+    def invoke(self, context: Any, event: Any) -> set[str]:
+        if _busy(self, context):
+            return {"CANCELLED"}
+        self._listed = unused_folders(fresh=True)
+        if not self._listed:
+            self.report({"INFO"}, "Face Fusion: no unused cache folder")
+            return {"CANCELLED"}
+        return context.window_manager.invoke_props_dialog(self, width=560)
+
+    def draw(self, context: Any) -> None:
+        listed = self._listed or []
+        col = self.layout.column()
+        col.label(text=f"Remove {len(listed)} folder(s), {cache_admin.human(sum(f.size for f in listed))}, "
+                       f"from {cache_root()}?", icon="TRASH")
+        for folder in listed:
+            col.label(text=f"{folder.key}: {folder.files} file(s), {cache_admin.human(folder.size)}")
+
     def execute(self, context: Any) -> set[str]:
-        if context.window_manager.face_fusion_runtime.running:
-            self.report({"ERROR"}, "Face Fusion: a bake is running; wait for it (or Esc), then clean up")
+        if _busy(self, context):
             return {"CANCELLED"}
         root = cache_root()
-        stale = cache_admin.unused(cache_admin.scan(root, fresh=True), used_keys())
+        stale = unused_folders(fresh=True)
+        if self._listed is not None:  # confirmed in the dialog: only what it listed (and is still unused)
+            listed = {f.path for f in self._listed}
+            stale = [f for f in stale if f.path in listed]
         try:
             freed = cache_admin.remove(stale)
         except OSError as exc:

@@ -131,7 +131,7 @@ def _draw_disk_use(box: Any, key: str) -> None:
     total = sum(f.size for f in folders)
     box.label(text=f"Disk: {cache_admin.human(mine)} here; {cache_admin.human(total)} in {len(folders)} folder(s)",
               icon="DISK_DRIVE")
-    stale = cache_admin.unused(folders, op_cache.used_keys())
+    stale = op_cache.unused_folders()
     if stale:
         box.operator("facefusion.clean_cache", icon="TRASH",
                      text=f"Remove Unused ({len(stale)} folders, {cache_admin.human(sum(f.size for f in stale))})")

@@ -222,6 +222,21 @@ def scene(addon, tmp_path):
     addon.handlers.FAILURES.clear()
 
 
+# For the scripts run in a fresh Blender (subprocess tests): a Face Fusion strip over a plate sequence.
+SESSION_SHOT = """
+def new_shot(ff_addon, plate_file, source, frames):
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, frames
+    folder = os.path.dirname(plate_file)
+    names = sorted(f for f in os.listdir(folder) if f.endswith(".png"))
+    plate = ff_addon.compat.top_strips(scene).new_image("Plate", os.path.join(folder, names[0]), 1, 1)
+    ff_addon.strip_target.set_elements(plate, folder + os.sep, names)
+    strip = ff_addon.sequencer.add_face_fusion(scene, plate)
+    strip.face_fusion.sources.add().filepath = source
+    return scene, strip
+"""
+
+
 def face_fusion_shot(addon, scene, media):
     """A 160 px scene with the plate and a Face Fusion strip above it (source photo set)."""
     scene.frame_start, scene.frame_end = 1, media["frames"]

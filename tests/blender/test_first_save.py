@@ -10,9 +10,10 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ADDON
+from conftest import ADDON, SESSION_SHOT
 
 bpy = pytest.importorskip("bpy")
+ARGS = {"addon": ADDON, "shot": SESSION_SHOT}
 
 SESSION = """
 import json, os, sys, time, bpy, addon_utils
@@ -21,14 +22,8 @@ ff_addon = sys.modules["%(addon)s.addon"]
 prefs = bpy.context.preferences.addons["%(addon)s"].preferences
 prefs.cache_dir = "//face_fusion_cache"  # the default: frames live next to the .blend
 plate_file, source, blend = sys.argv[1:4]
-scene = bpy.context.scene
-scene.frame_start, scene.frame_end = 1, 3
-folder = os.path.dirname(plate_file)
-names = sorted(f for f in os.listdir(folder) if f.endswith(".png"))
-plate = ff_addon.compat.top_strips(scene).new_image("Plate", os.path.join(folder, names[0]), 1, 1)
-ff_addon.strip_target.set_elements(plate, folder + os.sep, names)
-strip = ff_addon.sequencer.add_face_fusion(scene, plate)
-strip.face_fusion.sources.add().filepath = source
+%(shot)s
+scene, strip = new_shot(ff_addon, plate_file, source, 3)
 assert bpy.ops.facefusion.bake(strip_name=strip.name) == {"FINISHED"}
 before = bpy.path.abspath(strip.face_fusion.cache_dir)
 files = sorted(f for f in os.listdir(before) if f.endswith(".exr"))
@@ -64,7 +59,7 @@ def test_frames_baked_before_the_first_save_follow_the_blend(installed, media, t
     os.makedirs(os.path.dirname(blend))
     env = {**os.environ, "TMPDIR": tmp_root}
     try:
-        proc = subprocess.run([sys.executable, "-c", SESSION % {"addon": ADDON}, media["plate"].replace("####", "0001"),
+        proc = subprocess.run([sys.executable, "-c", SESSION % ARGS, media["plate"].replace("####", "0001"),
                                media["source"], blend], capture_output=True, text=True, timeout=600, env=env)
     finally:
         subprocess.run(["rm", "-rf", tmp_root], check=False)
@@ -125,7 +120,7 @@ def test_save_copy_before_the_first_save_gives_the_copy_its_frames(installed, me
     os.makedirs(tmp_root)
     blend = str(tmp_path / "project" / "shot.blend")
     os.makedirs(os.path.dirname(blend))
-    proc = subprocess.run([sys.executable, "-c", COPY_SESSION % {"addon": ADDON},
+    proc = subprocess.run([sys.executable, "-c", COPY_SESSION % ARGS,
                            media["plate"].replace("####", "0001"), media["source"], blend],
                           capture_output=True, text=True, timeout=600, env={**os.environ, "TMPDIR": tmp_root})
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
