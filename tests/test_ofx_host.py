@@ -226,3 +226,18 @@ def test_several_render_threads_queue_on_one_render_worker(host, plate, tmp_path
     serial = sum(r["seconds"] for r in alone)
     print(f"\n4 frames {w}x{h}: 4 host threads {together['seconds']:.2f} s, one after another {serial:.2f} s "
           f"(engine --render-workers 1)")
+
+
+def test_an_aborted_render_is_cancelled_in_the_engine_and_logged_so(host, plate, tmp_path):
+    """The host's abort (Esc) while the engine renders: the plugin cancels the job, the render returns OK as OpenFX
+    asks of an aborted render, the audit line says cancelled, and the engine serves the next render."""
+    _, w, h, rgba = plate
+    big = cv2.resize(rgba, (w * 5, h * 5), interpolation=cv2.INTER_LINEAR)
+    big.tofile(tmp_path / "big.f32")
+    aborted = {"op": "render", "input": str(tmp_path / "big.f32"), "width": w * 5, "height": h * 5,
+               "params": CONSENTED, "abort_at_line": "render-start", "audit": str(tmp_path / "audit.jsonl")}
+    results = run_host(host, [aborted, frame(plate)], host_env(tmp_path))
+    assert [r["status"] for r in results] == ["ok", "ok"] and results[0]["message"] == "", results
+    lines = [json.loads(line) for line in open(tmp_path / "audit.jsonl")]
+    assert [e["outcome"] for e in lines if e.get("job") == "frame"] == ["cancelled", "done"]
+

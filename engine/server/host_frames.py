@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import audit, consent
+from ..errors import JobCancelled
 from ..job import ImageInput, SwapJob
 
 
@@ -44,7 +45,11 @@ def host_frame(engines: Any, req: dict[str, Any], plate: ImageInput, sources: li
         try:
             res = engine.preview(SwapJob(sources=sources, plate=plate, output_dir=None, settings=settings),
                                  req["frame"])
-            faces, outcome = int(res.faces), "done"
+            faces = int(res.faces)
+            if cancel.is_set():  # the host gave up on the frame while it rendered: the log says so, not "done"
+                outcome = "cancelled"
+                raise JobCancelled()
+            outcome = "done"
         finally:
             frame = SimpleNamespace(frame=req["frame"], faces=[None] * faces, confidence=[],
                                     super_resolved=bool(settings.super_resolution and faces))

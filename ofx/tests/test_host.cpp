@@ -7,7 +7,7 @@
 //          "depth": "float"|"short"|"byte", "rows": "up"|"down", "scale": S, "aspect": A, "time": T,
 //          "window": [x1, y1, x2, y2], "params": {NAME: VALUE}, "out": FILE,
 //          "kill_engine_at_line": TEXT, "audit": AUDIT_LOG, "signal": N}  (SIGKILL, or signal N, the engine
-//          once its audit log says TEXT)
+//          once its audit log says TEXT; "abort_at_line": TEXT instead makes abort() say yes then)
 //                                                 -> status (ok | failed), the persistent message, seconds
 //         {"op": "parallel", "renders": [STEP, ...]} -> each render on its own thread; their results, seconds
 // Input files are float32 RGBA, top row first; "byte"/"short" inputs are quantised by the host (round half up).
@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdarg>
@@ -199,7 +200,8 @@ struct Effect {
   std::vector<std::unique_ptr<Param>> params;  // definition order
   std::map<std::string, std::unique_ptr<Clip>> clips;
   std::mutex lock;
-  std::string persistent;  // the persistent message, "" when cleared
+  std::string persistent;             // the persistent message, "" when cleared
+  std::atomic<bool> aborting{false};  // what abort() answers (the user pressed Esc)
   Param* param(const std::string& n) {
     for (auto& p : params)
       if (p->name == n)
@@ -291,8 +293,8 @@ OfxStatus clipGetRegionOfDefinition(OfxImageClipHandle, OfxTime, OfxRectD* r) {
   *r = {0, 0, double(gContext->w), double(gContext->h)};
   return kOfxStatOK;
 }
-int abort_render(OfxImageEffectHandle) {
-  return 0;
+int abort_render(OfxImageEffectHandle e) {
+  return reinterpret_cast<Effect*>(e)->aborting ? 1 : 0;
 }
 OfxStatus unsupported_alloc(OfxImageEffectHandle, size_t, OfxImageMemoryHandle*) {
   return kOfxStatErrUnsupported;
@@ -593,13 +595,17 @@ Json render(const Json& step) {
   setD(a, kOfxImageEffectPropRenderScale, 1, scale);
   setS(a, kOfxImageEffectPropFieldToRender, 0, kOfxImageFieldNone);
   std::thread killer;
-  if (step["kill_engine_at_line"].is_string()) {
-    // Mid-render for sure: once the engine's audit log (the step's "audit" file) gets a line holding this text.
-    const std::string text = step["kill_engine_at_line"].as_string(), log = step["audit"].as_string();
+  fx->aborting = false;
+  const bool aborts = step["abort_at_line"].is_string();
+  if (step["kill_engine_at_line"].is_string() || aborts) {
+    // Mid-render for sure: once the engine's audit log (the step's "audit" file) gets a line holding this text,
+    // signal the engine (SIGKILL, or "signal") or, for "abort_at_line", make abort() say yes.
+    const std::string text = step[aborts ? "abort_at_line" : "kill_engine_at_line"].as_string();
+    const std::string log = step["audit"].as_string();
     const int sig = step["signal"].is_number() ? int(step["signal"].as_int()) : SIGKILL;
     std::ifstream first(log, std::ios::ate);
     const std::streamoff start = first ? std::streamoff(first.tellg()) : 0;
-    killer = std::thread([text, log, start, sig] {
+    killer = std::thread([text, log, start, sig, aborts, fx] {
       for (int k = 0; k < 6000; ++k) {
         std::ifstream in(log);
         in.seekg(start);
@@ -608,7 +614,10 @@ Json render(const Json& step) {
           break;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
-      kill_children(sig);
+      if (aborts)
+        fx->aborting = true;
+      else
+        kill_children(sig);
     });
   }
   gContext = &ctx;
