@@ -17,7 +17,7 @@ from typing import Any
 
 import bpy
 
-from . import blend_user, cache_admin, cache_move, cache_users, element_repair, lookup, op_cache, plates
+from . import bake, blend_user, cache_admin, cache_move, cache_users, element_repair, lookup, op_cache, plates
 from .targets import Target, cache_root, shown_dir, stored_dir
 
 
@@ -100,6 +100,16 @@ def _move(pending: list[_Pending], filepath: str, copy: bool) -> None:
 
 
 @bpy.app.handlers.persistent
+def on_load_pre(*_: Any) -> None:
+    """Another file is loaded (File > New, Open, Revert): the open file's bakes end now, and no frame of theirs lands
+    in its cache afterwards (``bake.close``). The panel's bake state goes with them."""
+    if bake.close():
+        runtime = getattr(bpy.context.window_manager, "face_fusion_runtime", None)
+        if runtime is not None:
+            runtime.running, runtime.progress, runtime.message = False, 0.0, ""
+
+
+@bpy.app.handlers.persistent
 def on_load_post(*_: Any) -> None:
     """Repair image strips saved with uninitialised element sizes (Face Fusion strips of add-on versions that grew the
     list with ``elements.append``): rendering one of their frames before it is baked crashes Blender. Saving the file
@@ -111,7 +121,8 @@ def on_load_post(*_: Any) -> None:
         print(f"{element_repair.PREFIX} ERROR: {exc}", file=sys.stderr)
 
 
-HANDLERS = (("save_pre", on_save_pre), ("save_post", on_save_post), ("load_post", on_load_post))
+HANDLERS = (("save_pre", on_save_pre), ("save_post", on_save_post), ("load_pre", on_load_pre),
+            ("load_post", on_load_post))
 
 
 def register() -> None:

@@ -107,6 +107,8 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
     def modal(self, context: Any, event: Any) -> set[str]:
         run = self._run
         assert run is not None
+        if run.closed:  # its .blend was closed (file_handlers.on_load_pre ended the run): nothing left to report
+            return self._finish_closed(context)
         if event.type == "ESC" and not run.cancelled:
             run.cancel()
         elif event.type != "TIMER":
@@ -134,9 +136,30 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
             return {"RUNNING_MODAL"}
         return self._finish(context)
 
+    def cancel(self, context: Any) -> None:
+        """Blender removes the modal handler (a file is loaded, the window closes): end the run like closing the file
+        does, so the engine makes no frame for a file that is gone."""
+        if self._run is not None and not self._run.finished:
+            bake.close([self._run])
+        self._finish_closed(context)
+
+    def _finish_closed(self, context: Any) -> set[str]:
+        """End a run whose .blend was closed: timer, progress bar and status go; no report (its targets are gone)."""
+        wm = context.window_manager
+        if self._timer is not None:
+            wm.event_timer_remove(self._timer)
+            self._timer = None
+            wm.progress_end()
+        if context.workspace is not None:
+            context.workspace.status_text_set(None)
+        runtime = wm.face_fusion_runtime
+        runtime.running, runtime.progress, runtime.message = False, 0.0, ""
+        return {"CANCELLED"}
+
     def _finish(self, context: Any) -> set[str]:
         wm = context.window_manager
         wm.event_timer_remove(self._timer)
+        self._timer = None
         wm.progress_end()
         if context.workspace is not None:
             context.workspace.status_text_set(None)

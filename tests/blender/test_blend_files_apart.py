@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ADDON, SESSION_SHOT
+from conftest import ADDON, SESSION_SHOT, engine_run
 
 bpy = pytest.importorskip("bpy")
 ARGS = {"addon": ADDON, "shot": SESSION_SHOT}
@@ -103,3 +103,70 @@ def test_remove_unused_keeps_the_frames_of_another_blend(installed, media, tmp_p
     assert [os.path.basename(u) for u in r["users"][a]] == ["shot.blend"]
     assert [os.path.basename(u) for u in r["users"][b]] == ["other.blend"]
     assert r["other_missing"] == []  # other.blend opens with its frames
+
+
+CLOSE_DURING_BAKE = PRELUDE + """
+import time
+scene, s = new_shot(ff_addon, plate_file, source, 30)
+cls = ff_addon.op_bake.FACEFUSION_OT_bake
+
+
+class Op:  # the Bake operator as Blender runs it modally in a window: invoke's run, then TIMER events
+    modal, _tick, _finish = cls.modal, cls._tick, cls._finish
+    _finish_closed, _reported = cls._finish_closed, cls._reported
+
+    def __init__(self):
+        self.reports, self._timer = [], object()
+
+    def report(self, kind, msg):
+        self.reports.append(msg)
+
+
+class WM:
+    face_fusion_runtime = property(lambda self: bpy.context.window_manager.face_fusion_runtime)
+    event_timer_remove = progress_update = progress_end = staticmethod(lambda *a: None)
+
+
+ctx = SimpleNamespace(window_manager=WM(), workspace=None)
+op = Op()
+item = ff_addon.bake.plan(ff_addon.lookup.target_of(s))
+op._run = ff_addon.bake.start([item], ff_addon.op_bake.frame_landed)
+ctx.window_manager.face_fusion_runtime.running = True
+timer = SimpleNamespace(type="TIMER")
+deadline = time.monotonic() + 300
+while not item.done and time.monotonic() < deadline:
+    assert op.modal(ctx, timer) == {"RUNNING_MODAL"}
+    time.sleep(0.1)
+folder = item.folder
+frames = lambda: {f: os.stat(os.path.join(folder, f)).st_mtime_ns for f in os.listdir(folder) if f.endswith(".exr")}
+landed = frames()
+bpy.ops.wm.read_homefile(use_empty=True)  # File > New while the bake runs
+at_close = frames()
+time.sleep(5)
+later = frames()
+polled = sorted(op.modal(ctx, timer))  # a TIMER event still reaching the operator after the load
+runtime = bpy.context.window_manager.face_fusion_runtime
+print("RESULT " + json.dumps({"landed": len(landed), "at_close": at_close, "later": later, "polled": polled,
+                              "reports": op.reports, "message": runtime.message, "running": runtime.running,
+                              "closed": op._run.closed, "finished": op._run.finished,
+                              "active": len(ff_addon.bake._ACTIVE)}))
+"""
+
+
+@pytest.fixture(scope="module")
+def media_30(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = str(tmp_path_factory.mktemp("media_30"))
+    return json.loads(engine_run(os.path.join(os.path.dirname(__file__), "make_media.py"), out, "--frames", "30",
+                                 "--size", "160"))
+
+
+def test_file_new_during_a_bake_stops_it(installed, media_30, tmp_path):
+    """File > New during a bake (load_pre): the engine's job is cancelled and confirmed stopped before the new file
+    loads, no frame lands in the closed shot's cache afterwards, and a TIMER still reaching the operator ends it
+    silently (no report about the cancelled job, no bogus 'frame N is missing')."""
+    r = _session(CLOSE_DURING_BAKE, media_30, tmp_path)
+    assert r["landed"] >= 1 and len(r["at_close"]) < 30, r  # the bake was under way when the file was closed
+    assert r["later"] == r["at_close"], r  # nothing landed (or was rewritten) afterwards
+    assert r["closed"] and r["finished"] and r["active"] == 0
+    assert r["polled"] == ["CANCELLED"] and r["reports"] == [], r
+    assert r["message"] == "" and not r["running"]
