@@ -61,6 +61,14 @@ def frame(plate, out: str | None = None, **step) -> dict:
     return {"op": "render", "input": path, "width": w, "height": h, **({"out": out} if out else {}), **step}
 
 
+def slow_frame(plate, tmp_path, **step) -> dict:
+    """The plate five times larger: a frame slow enough for something to happen while the engine renders it."""
+    _, w, h, rgba = plate
+    cv2.resize(rgba, (w * 5, h * 5), interpolation=cv2.INTER_LINEAR).tofile(tmp_path / "big.f32")
+    return {"op": "render", "input": str(tmp_path / "big.f32"), "width": w * 5, "height": h * 5,
+            "audit": str(tmp_path / "audit.jsonl"), **step}
+
+
 def read(path: str, w: int, h: int, dtype=np.float32) -> np.ndarray:
     return np.fromfile(path, dtype=dtype).reshape(h, w, 4)
 
@@ -142,12 +150,7 @@ def test_render_scale_is_honoured_and_pixel_aspect_refused(host, plate, tmp_path
 
 
 def test_failures_are_messages_and_the_next_render_recovers(host, plate, tmp_path):
-    _, w, h, rgba = plate
-    big = cv2.resize(rgba, (w * 5, h * 5), interpolation=cv2.INTER_LINEAR)  # a frame slow enough to be killed in
-    big.tofile(tmp_path / "big.f32")
-    killed = {"op": "render", "input": str(tmp_path / "big.f32"), "width": w * 5, "height": h * 5,
-              "params": {"source1": SOURCE},
-              "kill_engine_at_line": "render-start", "audit": str(tmp_path / "audit.jsonl")}
+    killed = slow_frame(plate, tmp_path, params={"source1": SOURCE}, kill_engine_at_line="render-start")
     results = run_host(host, [
         frame(plate, params={"source1": SOURCE}),  # no consent recorded, no note
         frame(plate, params={"consent_note": NOTE, "matte_feather": 5.0}),  # out of the schema's range
@@ -168,12 +171,8 @@ def test_failures_are_messages_and_the_next_render_recovers(host, plate, tmp_pat
 def test_a_stuck_engine_is_a_message_not_a_hang(host, plate, tmp_path):
     """SIGSTOP on the engine mid-render: no heartbeat, so the render fails after $FACE_FUSION_OFX_STUCK_S (30 s by
     default, 3 here), the stuck engine is killed and the next render starts a fresh one."""
-    _, w, h, rgba = plate
-    big = cv2.resize(rgba, (w * 5, h * 5), interpolation=cv2.INTER_LINEAR)
-    big.tofile(tmp_path / "big.f32")
-    stopped = {"op": "render", "input": str(tmp_path / "big.f32"), "width": w * 5, "height": h * 5,
-               "params": CONSENTED, "kill_engine_at_line": "render-start", "signal": int(signal.SIGSTOP),
-               "audit": str(tmp_path / "audit.jsonl")}
+    stopped = slow_frame(plate, tmp_path, params=CONSENTED, kill_engine_at_line="render-start",
+                         signal=int(signal.SIGSTOP))
     results = run_host(host, [stopped, frame(plate)], host_env(tmp_path, FACE_FUSION_OFX_STUCK_S="3"))
     assert results[0]["status"] == "failed" and "the engine is stuck" in results[0]["message"], results
     assert results[0]["seconds"] < 20
@@ -231,11 +230,7 @@ def test_several_render_threads_queue_on_one_render_worker(host, plate, tmp_path
 def test_an_aborted_render_is_cancelled_in_the_engine_and_logged_so(host, plate, tmp_path):
     """The host's abort (Esc) while the engine renders: the plugin cancels the job, the render returns OK as OpenFX
     asks of an aborted render, the audit line says cancelled, and the engine serves the next render."""
-    _, w, h, rgba = plate
-    big = cv2.resize(rgba, (w * 5, h * 5), interpolation=cv2.INTER_LINEAR)
-    big.tofile(tmp_path / "big.f32")
-    aborted = {"op": "render", "input": str(tmp_path / "big.f32"), "width": w * 5, "height": h * 5,
-               "params": CONSENTED, "abort_at_line": "render-start", "audit": str(tmp_path / "audit.jsonl")}
+    aborted = slow_frame(plate, tmp_path, params=CONSENTED, abort_at_line="render-start")
     results = run_host(host, [aborted, frame(plate)], host_env(tmp_path))
     assert [r["status"] for r in results] == ["ok", "ok"] and results[0]["message"] == "", results
     lines = [json.loads(line) for line in open(tmp_path / "audit.jsonl")]
