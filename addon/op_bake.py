@@ -145,26 +145,25 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
 
     def _finish_closed(self, context: Any) -> set[str]:
         """End a run whose .blend was closed: timer, progress bar and status go; no report (its targets are gone)."""
+        runtime = self._end_ui(context)
+        runtime.progress, runtime.message = 0.0, ""
+        return {"CANCELLED"}
+
+    def _end_ui(self, context: Any) -> Any:
+        """Remove the timer, the progress bar and the status text; returns the runtime state, no longer running."""
         wm = context.window_manager
         if self._timer is not None:
             wm.event_timer_remove(self._timer)
             self._timer = None
-            wm.progress_end()
-        if context.workspace is not None:
-            context.workspace.status_text_set(None)
-        runtime = wm.face_fusion_runtime
-        runtime.running, runtime.progress, runtime.message = False, 0.0, ""
-        return {"CANCELLED"}
-
-    def _finish(self, context: Any) -> set[str]:
-        wm = context.window_manager
-        wm.event_timer_remove(self._timer)
-        self._timer = None
         wm.progress_end()
         if context.workspace is not None:
             context.workspace.status_text_set(None)
         runtime = wm.face_fusion_runtime
         runtime.running = False
+        return runtime
+
+    def _finish(self, context: Any) -> set[str]:
+        self._end_ui(context)
         run = self._run
         assert run is not None
         for item in run.items:

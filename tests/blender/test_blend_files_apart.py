@@ -113,7 +113,7 @@ cls = ff_addon.op_bake.FACEFUSION_OT_bake
 
 class Op:  # the Bake operator as Blender runs it modally in a window: invoke's run, then TIMER events
     modal, _tick, _finish = cls.modal, cls._tick, cls._finish
-    _finish_closed, _reported = cls._finish_closed, cls._reported
+    _finish_closed, _reported, _end_ui = cls._finish_closed, cls._reported, cls._end_ui
 
     def __init__(self):
         self.reports, self._timer = [], object()

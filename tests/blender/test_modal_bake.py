@@ -33,6 +33,7 @@ def _modal_operator(addon, strip, reports):
     op._run = addon.bake.start([addon.bake.plan(target)], frame_landed)
     op._tick = lambda ctx, run: op_cls._tick(op, ctx, run)
     op._finish = lambda ctx: op_cls._finish(op, ctx)
+    op._end_ui = lambda ctx: op_cls._end_ui(op, ctx)
     op._reported = lambda ctx, run: op_cls._reported(op, ctx, run)
     op.modal = lambda ctx, event: op_cls.modal(op, ctx, event)
     progress: list[float] = []
