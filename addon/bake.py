@@ -21,7 +21,6 @@ from typing import Any
 from . import (
     blend_user,
     cache_move,
-    cache_users,
     compat,
     consent,
     coverage,
@@ -334,10 +333,7 @@ def plan(target: targets.Target, frame_start: int | None = None, frame_end: int 
         if session.engine_version() == version:
             break
         version = session.engine_version()  # the running engine is another version than the add-on's copy
-    try:  # this .blend uses the folder: Remove Unused in another .blend sharing the cache leaves it (cache_users)
-        cache_users.update(folder, add=[blend_user.me()])
-    except OSError as exc:
-        print(f"Face Fusion {target.label}: could not record this file as a user of {folder}: {exc}", file=sys.stderr)
+    blend_user.record_use(folder)  # Remove Unused in another .blend sharing the cache leaves the folder
     request: dict[str, Any] = {}
     if engine_missing:
         request = {
@@ -365,41 +361,8 @@ def record_coverage(item: TargetBake, final: bool = False) -> None:
         print(f"Face Fusion: coverage not recorded: {exc}", file=sys.stderr)
 
 
-_ACTIVE: list[BakeRun] = []  # runs of the UI (modal bakes) not yet over: closing their .blend ends them
-CLOSE_WAIT_S = 20.0  # how long closing a file waits for the engine to confirm its jobs stopped
-
-
 def start(items: list[TargetBake], on_frame: Callable[[TargetBake, int], None] | None = None) -> BakeRun:
-    _ACTIVE[:] = [r for r in _ACTIVE if not r.finished]
-    run = BakeRun(items, on_frame)
-    _ACTIVE.append(run)
-    return run
-
-
-def close(runs: list[BakeRun] | None = None, wait: float = CLOSE_WAIT_S) -> int:
-    """The open .blend is being closed (another file loads, or Blender quits): cancel its runs (all unfinished runs
-    when ``runs`` is None) and wait until the engine confirmed each job stopped, so no frame of the closed file lands
-    afterwards; an engine that does not confirm within ``wait`` seconds is stopped. The runs end silently (``closed``):
-    nothing is reported about them, no bpy data is touched. Returns how many runs were ended."""
-    runs = [r for r in (list(_ACTIVE) if runs is None else runs) if not r.finished and not r.closed]
-    for run in runs:
-        run.closed = True
-        run.on_frame = None  # a frame landing now is not shown: its strip belongs to the file being closed
-        run.cancel()
-    deadline = time.monotonic() + wait
-    for run in runs:
-        while not run.finished and time.monotonic() < deadline:
-            run.step(0.25)
-    if any(not r.finished for r in runs):  # the engine did not stop its jobs: stop the engine
-        print("Face Fusion: the engine did not confirm stopping the closed file's bake; stopping the engine",
-              file=sys.stderr)
-        session.forget()
-        for run in runs:
-            for item in run.items:
-                if not item.finished:
-                    run._end(item)
-    _ACTIVE[:] = [r for r in _ACTIVE if r not in runs and not r.finished]
-    return len(runs)
+    return BakeRun(items, on_frame)
 
 
 def bake_blocking(tgts: list[targets.Target], frame_start: int | None = None, frame_end: int | None = None,

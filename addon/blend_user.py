@@ -35,3 +35,11 @@ def mine() -> set[str]:
     """This file's names in a manifest: its path, and this session's unsaved entry (the file before its first save,
     or an unsaved file this session left: its frames are nobody's now)."""
     return {me(), unsaved_user()}
+
+
+def record_use(folder: str) -> None:
+    """This file bakes into ``folder``: it is one of its users (never fails a bake: a read-only folder says so)."""
+    try:
+        cache_users.update(folder, add=[me()])
+    except OSError as exc:
+        print(f"Face Fusion: could not record this file as a user of {folder}: {exc}", file=sys.stderr)

@@ -17,7 +17,7 @@ from typing import Any
 
 import bpy
 
-from . import bake, blend_user, cache_admin, cache_move, cache_users, element_repair, lookup, op_cache, plates
+from . import blend_user, cache_admin, cache_move, cache_users, element_repair, lookup, op_cache, open_runs, plates
 from .targets import Target, cache_root, shown_dir, stored_dir
 
 
@@ -103,7 +103,7 @@ def _move(pending: list[_Pending], filepath: str, copy: bool) -> None:
 def on_load_pre(*_: Any) -> None:
     """Another file is loaded (File > New, Open, Revert): the open file's bakes end now, and no frame of theirs lands
     in its cache afterwards (``bake.close``). The panel's bake state goes with them."""
-    if bake.close():
+    if open_runs.close():
         runtime = getattr(bpy.context.window_manager, "face_fusion_runtime", None)
         if runtime is not None:
             runtime.running, runtime.progress, runtime.message = False, 0.0, ""

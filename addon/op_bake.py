@@ -8,7 +8,7 @@ from typing import Any
 
 import bpy
 
-from . import bake, bake_report, lookup, op_consent, plates, retarget, session
+from . import bake, bake_report, lookup, op_consent, open_runs, plates, retarget, session
 from .op_common import OwnerOp, redraw_editors
 from .targets import Target, output_name
 
@@ -96,7 +96,7 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
             items = [bake.plan(t, start, end) for t in tgts]
         except (bake.BakeError, plates.PlateError, session.EngineUnavailable, OSError) as exc:
             return self._refused(context, str(exc))
-        self._run = bake.start(items, frame_landed)
+        self._run = open_runs.track(bake.start(items, frame_landed))  # closing the file ends it
         runtime = context.window_manager.face_fusion_runtime
         runtime.running, runtime.progress, runtime.message = True, 0.0, "Face Fusion: baking"
         context.window_manager.progress_begin(0, 1)
@@ -140,7 +140,7 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
         """Blender removes the modal handler (a file is loaded, the window closes): end the run like closing the file
         does, so the engine makes no frame for a file that is gone."""
         if self._run is not None and not self._run.finished:
-            bake.close([self._run])
+            open_runs.close([self._run])
         self._finish_closed(context)
 
     def _finish_closed(self, context: Any) -> set[str]:

@@ -130,7 +130,7 @@ class WM:
 ctx = SimpleNamespace(window_manager=WM(), workspace=None)
 op = Op()
 item = ff_addon.bake.plan(ff_addon.lookup.target_of(s))
-op._run = ff_addon.bake.start([item], ff_addon.op_bake.frame_landed)
+op._run = ff_addon.open_runs.track(ff_addon.bake.start([item], ff_addon.op_bake.frame_landed))  # as invoke
 ctx.window_manager.face_fusion_runtime.running = True
 timer = SimpleNamespace(type="TIMER")
 deadline = time.monotonic() + 300
@@ -149,7 +149,7 @@ runtime = bpy.context.window_manager.face_fusion_runtime
 print("RESULT " + json.dumps({"landed": len(landed), "at_close": at_close, "later": later, "polled": polled,
                               "reports": op.reports, "message": runtime.message, "running": runtime.running,
                               "closed": op._run.closed, "finished": op._run.finished,
-                              "active": len(ff_addon.bake._ACTIVE)}))
+                              "active": ff_addon.open_runs.active()}))
 """
 
 
