@@ -422,8 +422,9 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
       const std::string path = get_string(params, ("source" + std::to_string(i)).c_str(), t);
       if (path.empty())
         continue;
-      Json ref;
-      ref.set("path", path);
+      Json ref;  // the engine's working folder is not the host's: a relative path is made absolute here
+      char cwd[4096];
+      ref.set("path", path[0] == '/' || !::getcwd(cwd, sizeof cwd) ? path : std::string(cwd) + "/" + path);
       list.push_back(ref);
     }
     if (list.empty())
@@ -431,7 +432,7 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
     sources = Json(list);
     const std::string note = get_string(params, "consent_note", t);
 
-    std::vector<float> pixels = to_engine(in);
+    std::vector<float> pixels;  // the engine's float copy: made only when the engine is asked
     // The cache key: the host's own bytes (a quarter of the float copy for 8-bit clips), then everything else.
     Sha256 hash;
     const size_t row = size_t(in.width()) * (in.depth == Depth::Float ? 16 : in.depth == Depth::Short ? 8 : 4);
@@ -455,6 +456,7 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
       try {
         Json f;
         const int w = in.width(), h = in.height();
+        pixels = to_engine(in);
         f.set("plate", client->put_image(pixels.data(), w, h, space, "OpenFX clip"))
             .set("sources", sources)
             .set("settings", settings)
@@ -501,7 +503,7 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
     from_engine(result.data(), out, window[0], window[1], window[2], window[3], srgb);
     const std::string folder = env("FACE_FUSION_OFX_DUMP");
     if (!folder.empty())
-      dump(folder, t, pixels, out, request);
+      dump(folder, t, pixels.empty() ? to_engine(in) : pixels, out, request);
     clear_message(effect);
     return kOfxStatOK;
   } catch (const std::exception& e) {
