@@ -321,13 +321,14 @@ struct Image {  // a fetched clip image, released when it goes
 
 HostImage host_image(OfxPropertySetHandle img) {
   HostImage out;
-  int bounds[4];
+  int bounds[4] = {0, 0, 0, 0};
   char* depth = nullptr;
   char* comps = nullptr;
   int row_bytes = 0;
-  gProp->propGetPointer(img, kOfxImagePropData, 0, &out.data);
-  gProp->propGetIntN(img, kOfxImagePropBounds, 4, bounds);
-  gProp->propGetInt(img, kOfxImagePropRowBytes, 0, &row_bytes);
+  if (gProp->propGetPointer(img, kOfxImagePropData, 0, &out.data) != kOfxStatOK ||
+      gProp->propGetIntN(img, kOfxImagePropBounds, 4, bounds) != kOfxStatOK ||
+      gProp->propGetInt(img, kOfxImagePropRowBytes, 0, &row_bytes) != kOfxStatOK)
+    throw EngineError("the host's image lacks its pixels, bounds or row bytes");
   gProp->propGetString(img, kOfxImageEffectPropPixelDepth, 0, &depth);
   gProp->propGetString(img, kOfxImageEffectPropComponents, 0, &comps);
   out.x1 = bounds[0];
@@ -346,8 +347,9 @@ HostImage host_image(OfxPropertySetHandle img) {
   else
     throw EngineError(std::string("pixel depth ") + (depth ? depth : "?") +
                       " is not supported (8-bit, 16-bit or float)");
-  if (!out.data)
-    throw EngineError("the host gave an image without pixels");
+  const long min_row = long(out.width()) * (out.depth == Depth::Float ? 16 : out.depth == Depth::Short ? 8 : 4);
+  if (!out.data || out.width() <= 0 || out.height() <= 0 || std::labs(out.row_bytes) < min_row)
+    throw EngineError("the host gave an image without pixels (or with rows shorter than its width)");
   return out;
 }
 
