@@ -1,25 +1,17 @@
 """Who this Blender session is to the cache: the open .blend's real path, or ``unsaved:<session>`` before its first
-save. The session id lives on ``sys`` (not in this module, which re-enabling the add-on reloads, nor in
-``bpy.app.driver_namespace``, which loading a file clears): one id per Blender process."""
+save (one session id per Blender process: ``unsaved_dirs``)."""
 
 from __future__ import annotations
 
 import sys
-import uuid
 
 import bpy
 
-from . import cache_users
-
-_ATTR = "_face_fusion_session_id"
+from . import cache_users, unsaved_dirs
 
 
 def session_id() -> str:
-    sid = getattr(sys, _ATTR, None)
-    if not isinstance(sid, str):
-        sid = uuid.uuid4().hex[:16]
-        setattr(sys, _ATTR, sid)
-    return sid
+    return unsaved_dirs.session_id()
 
 
 def unsaved_user() -> str:

@@ -20,18 +20,20 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import tempfile
 import threading
 from dataclasses import dataclass, field
 
+from . import unsaved_dirs
+
 
 def unsaved_root() -> str:
-    """Where a '//' cache goes while the .blend has never been saved."""
-    return os.path.join(tempfile.gettempdir(), "face_fusion_cache")
+    """Where a '//' cache goes while the .blend has never been saved: a folder of this file's own (unsaved_dirs)."""
+    return unsaved_dirs.file_dir()
 
 
 def is_unsaved_folder(path: str) -> bool:
-    root = os.path.realpath(unsaved_root())
+    """Whether ``path`` is in an unsaved file's folder (of any session)."""
+    root = os.path.realpath(unsaved_dirs.base())
     try:
         return os.path.commonpath([os.path.realpath(path), root]) == root
     except ValueError:  # another drive (Windows)

@@ -10,6 +10,7 @@ so the copy opens with them rather than baking them again.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 from dataclasses import dataclass
@@ -17,7 +18,18 @@ from typing import Any
 
 import bpy
 
-from . import blend_user, cache_admin, cache_move, cache_users, element_repair, lookup, op_cache, open_runs, plates
+from . import (
+    blend_user,
+    cache_admin,
+    cache_move,
+    cache_users,
+    element_repair,
+    lookup,
+    op_cache,
+    open_runs,
+    plates,
+    unsaved_dirs,
+)
 from .targets import Target, cache_root, shown_dir, stored_dir
 
 
@@ -29,6 +41,7 @@ class _Pending:
 
 
 _PENDING: list[_Pending] = []
+_QUIT_HOOK = "_face_fusion_quit_hook"  # on sys: the quit hook is registered
 _WAS_UNSAVED: list[bool] = []  # the file being saved had never been saved (its cache user was this session)
 
 
@@ -107,6 +120,15 @@ def on_load_pre(*_: Any) -> None:
         runtime = getattr(bpy.context.window_manager, "face_fusion_runtime", None)
         if runtime is not None:
             runtime.running, runtime.progress, runtime.message = False, 0.0, ""
+    if not bpy.data.filepath:  # an unsaved file closes: its frames go with it, the next one gets a folder of its own
+        cache_move.wait_all()  # (a Save Copy still copying them next to the copy finishes first)
+        unsaved_dirs.next_file()
+
+
+def _on_quit() -> None:
+    """Blender quits: moves next to a saved .blend finish, then the session's unsaved frames go (unsaved_dirs)."""
+    cache_move.wait_all()
+    unsaved_dirs.quit_session()
 
 
 @bpy.app.handlers.persistent
@@ -126,6 +148,14 @@ HANDLERS = (("save_pre", on_save_pre), ("save_post", on_save_post), ("load_pre",
 
 
 def register() -> None:
+    try:  # this session's unsaved folders, and the folders of sessions that ended without cleaning up (crashed)
+        unsaved_dirs.acquire()
+        unsaved_dirs.sweep()
+    except OSError as exc:
+        print(f"Face Fusion: temporary cache folder {unsaved_dirs.base()}: {exc}", file=sys.stderr)
+    if not getattr(sys, _QUIT_HOOK, False):  # once per process (re-enabling the add-on reloads this module)
+        atexit.register(_on_quit)
+        setattr(sys, _QUIT_HOOK, True)
     for name, fn in HANDLERS:
         lst = getattr(bpy.app.handlers, name)
         if fn not in lst:

@@ -8,7 +8,7 @@ from typing import Any
 
 import bpy
 
-from . import blend_user, cache_admin, cache_users, lookup
+from . import blend_user, cache_admin, cache_users, lookup, unsaved_dirs
 from .targets import cache_root
 
 
@@ -20,7 +20,8 @@ def used_keys() -> set[str]:
 
 def unused_folders(*, fresh: bool = False) -> list[cache_admin.KeyFolder]:
     """The key folders of the cache root that neither this file nor any other user of theirs needs."""
-    return cache_users.unused(cache_admin.scan(cache_root(), fresh=fresh), used_keys(), blend_user.mine())
+    return cache_users.unused(cache_admin.scan(cache_root(), fresh=fresh), used_keys(), blend_user.mine(),
+                              unsaved_dirs.alive)
 
 
 def _busy(op: Any, context: Any) -> bool:

@@ -108,6 +108,7 @@ def test_remove_unused_keeps_the_frames_of_another_blend(installed, media, tmp_p
 CLOSE_DURING_BAKE = PRELUDE + """
 import time
 scene, s = new_shot(ff_addon, plate_file, source, 30)
+bpy.ops.wm.save_as_mainfile(filepath=os.path.join(project, "shot.blend"))  # its frames stay after it is closed
 cls = ff_addon.op_bake.FACEFUSION_OT_bake
 
 
@@ -170,3 +171,71 @@ def test_file_new_during_a_bake_stops_it(installed, media_30, tmp_path):
     assert r["closed"] and r["finished"] and r["active"] == 0
     assert r["polled"] == ["CANCELLED"] and r["reports"] == [], r
     assert r["message"] == "" and not r["running"]
+
+
+UNSAVED = PRELUDE + """
+mode = sys.argv[4]
+scene, s = new_shot(ff_addon, plate_file, source, 2)
+assert bpy.ops.facefusion.bake(strip_name=s.name) == {"FINISHED"}
+folder = bpy.path.abspath(s.face_fusion.cache_dir)
+listing = lambda: sorted(f for f in os.listdir(folder) if f.endswith(".exr")) if os.path.isdir(folder) else []
+print("FOLDER " + json.dumps({"folder": folder, "files": listing(),
+                              "session": ff_addon.unsaved_dirs.session_dir()}), flush=True)
+if mode == "wait":  # stays open, unsaved, while another Blender bakes the same settings and saves
+    sys.stdin.readline()
+elif mode == "save":
+    bpy.ops.wm.save_as_mainfile(filepath=os.path.join(project, "shot.blend"))
+    assert ff_addon.cache_move.wait_all() == []
+    folder = bpy.path.abspath(s.face_fusion.cache_dir)
+elif mode == "crash":
+    os.kill(os.getpid(), 9)
+print("RESULT " + json.dumps({"folder": folder, "files": listing()}), flush=True)
+"""
+
+
+def _blender(mode: str, media: dict, tmp_path, project: str, **kw) -> subprocess.Popen:
+    os.makedirs(project, exist_ok=True)
+    return subprocess.Popen([sys.executable, "-c", UNSAVED % ARGS, media["plate"].replace("####", "0001"),
+                             media["source"], project, mode], text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(tmp_path / "tmp")}, **kw)
+
+
+def _line(out: str, tag: str) -> dict:
+    line = next((x for x in out.splitlines() if x.startswith(tag + " ")), None)
+    assert line, out[-2000:]
+    return json.loads(line[len(tag) + 1:])
+
+
+def test_unsaved_files_bake_into_folders_of_their_own(installed, media, tmp_path):
+    """Two unsaved files with the same settings in two Blender processes bake into two folders; the first save of one
+    moves only its own frames; quitting unsaved removes that session's frames; a killed Blender's folder is removed by
+    the next Blender to start, once nobody holds its lock."""
+    (tmp_path / "tmp").mkdir()
+    waiting = _blender("wait", media, tmp_path, str(tmp_path / "a"), stdin=subprocess.PIPE)
+    seen = []
+    while not seen or not seen[-1].startswith("FOLDER ") and seen[-1]:
+        seen.append(waiting.stdout.readline())
+    first = _line("".join(seen), "FOLDER")  # baked, unsaved, still open
+    saver = _blender("save", media, tmp_path, str(tmp_path / "b"))
+    out, err = saver.communicate(timeout=600)
+    assert saver.returncode == 0, out[-2000:] + err[-3000:]
+    second, saved = _line(out, "FOLDER"), _line(out, "RESULT")
+    assert first["files"] == second["files"] == ["facefusion.0001.exr", "facefusion.0002.exr"]
+    assert first["folder"] != second["folder"]  # same settings, same key: still two folders
+    assert os.path.basename(first["folder"].rstrip("/")) == os.path.basename(second["folder"].rstrip("/"))
+    assert saved["folder"].startswith(str(tmp_path / "b")) and saved["files"] == second["files"]
+    out, err = waiting.communicate("\n", timeout=600)  # the first file kept its frames through the other's save
+    assert waiting.returncode == 0, out[-2000:] + err[-3000:]
+    assert _line(out, "RESULT")["files"] == first["files"]
+    assert not os.path.exists(first["session"]) and not os.path.exists(first["session"] + ".lock")  # quit unsaved
+
+    crashed = _blender("crash", media, tmp_path, str(tmp_path / "c"))
+    out, err = crashed.communicate(timeout=600)
+    assert crashed.returncode == -9, out[-2000:] + err[-3000:]
+    gone = _line(out, "FOLDER")
+    assert gone["files"] and os.path.isdir(gone["folder"])  # a killed Blender cleans nothing up
+    starter = _blender("start", media, tmp_path, str(tmp_path / "d"))
+    out, err = starter.communicate(timeout=600)
+    assert starter.returncode == 0, out[-2000:] + err[-3000:]
+    assert not os.path.exists(gone["session"]) and not os.path.exists(gone["session"] + ".lock")
+    assert not os.path.exists(_line(out, "FOLDER")["session"])  # and the last one quit unsaved
