@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import compat, plates, retarget
-from .strip_target import StripTarget
+from .strip_target import StripTarget, match_timing
 from .targets import output_name
 
 
@@ -34,4 +34,5 @@ def add_face_fusion(scene: Any, plate: Any) -> Any:
     strip.alpha_mode = "PREMUL"  # the engine's EXRs hold premultiplied RGBA
     strip.colorspace_settings.name = compat.linear_colorspace_name()
     retarget.retarget(StripTarget(scene, strip))
+    match_timing(strip, plate, trims=True)  # made: trimmed like the plate; from now on its trims are the artist's
     return strip

@@ -1,5 +1,6 @@
 """The Face Fusion strip as a bake target: an image sequence of the engine's EXRs, Alpha Over, on the channel
-above the plate strip, with exactly the plate's timing."""
+above the plate strip, each frame at its plate frame's place; trimmed like the plate when made, then as the artist
+trims it."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ from typing import Any, ClassVar
 
 from . import compat, element_repair, plates
 from .targets import Target, output_name
-
-TIMING = element_repair.TIMING
 
 
 def is_face_fusion_strip(strip: Any) -> bool:
@@ -37,6 +36,15 @@ class StripTarget(Target):
 
     def plate_media(self, source: Any) -> plates.PlateMedia:
         return plates.from_strip(source)
+
+    def bake_range(self) -> tuple[int, int]:
+        """Own Frame Range when on; else the strip's trimmed range within the scene's (frames outside either never
+        render). ``needed`` keeps only frames inside the trim either way."""
+        if self.settings.use_frame_range:
+            return super().bake_range()
+        s = self.owner
+        return (max(self.scene.frame_start, int(s.frame_final_start)),
+                min(self.scene.frame_end, int(s.frame_final_end) - 1))
 
     def timeline_frames(self, media: plates.PlateMedia) -> dict[int, int]:
         s = self.owner
@@ -67,14 +75,14 @@ class StripTarget(Target):
 
 
 def point_strip(strip: Any, directory: str, media: plates.PlateMedia) -> None:
-    """Make the strip show ``directory``'s EXRs for the plate's frames, with exactly the plate's timing."""
+    """Make the strip show ``directory``'s EXRs for the plate's frames, each at the plate's frame (its trims stay)."""
     plate = StripTarget(strip.id_data, strip).plate_source()
     names = [output_name(n) for n in media.frames]
     if [e.filename for e in strip.elements] != names or not elements_sound(strip):
         set_elements(strip, directory, names)
     if strip.directory != directory:
         strip.directory = directory
-    _match_timing(strip, plate)
+    match_timing(strip, plate)
 
 
 def elements_sound(strip: Any) -> bool:
@@ -90,10 +98,16 @@ def set_elements(strip: Any, directory: str, names: list[str]) -> None:
         raise plates.PlateError(f"Face Fusion {exc}") from exc
 
 
-def _match_timing(strip: Any, plate: Any) -> None:
+ALIGN = ("animation_offset_start", "animation_offset_end")  # which plate frame shows where: always the plate's
+TRIMS = ("frame_offset_start", "frame_offset_end")  # where the strip starts and ends: the artist's, once it exists
+
+
+def match_timing(strip: Any, plate: Any, *, trims: bool = False) -> None:
+    """Put each of the strip's frames at its plate frame's place. ``trims`` (only when the strip is made): start and
+    end where the plate does; afterwards a trim of the Face Fusion strip is the artist's and stays."""
     if strip.frame_start != plate.frame_start:
         strip.frame_start = plate.frame_start
-    for attr in TIMING:
+    for attr in ALIGN + (TRIMS if trims else ()):
         if hasattr(plate, attr) and getattr(strip, attr) != getattr(plate, attr):
             setattr(strip, attr, getattr(plate, attr))
     if strip.frame_start != plate.frame_start:  # trims may have moved it

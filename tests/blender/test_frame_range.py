@@ -43,3 +43,28 @@ def test_own_frame_range_bake_and_rebake(addon, scene, media, cache_dir):
     assert list(after) == list(before)
     assert after["facefusion.0002.exr"] == before["facefusion.0002.exr"]  # outside the range: kept
     assert after["facefusion.0003.exr"] != before["facefusion.0003.exr"]  # made again
+
+
+def test_a_trim_of_the_face_fusion_strip_is_kept_and_baked(addon, scene, media, cache_dir):
+    """The artist trims the Face Fusion strip (scene frames 2..4 of the plate's 1..5): adding a source, changing a
+    setting and baking keep the trim (the plate keeps its own), and Bake makes the trimmed range; with Own Frame Range
+    on, that range (within the trim)."""
+    strip = face_fusion_shot(addon, scene, media)
+    plate = addon.compat.strips(scene).get(strip.face_fusion.plate_strip)
+    assert (strip.frame_final_start, strip.frame_final_end) == (1, 6)  # made like the plate
+    strip.frame_offset_start, strip.frame_offset_end = 1, 1
+    ff = strip.face_fusion
+    ff.sources.add().filepath = media["source"]  # a second photo of the identity: a new key, the strip re-pointed
+    ff.matte_feather = 0.0789
+    with bpy.context.temp_override(scene=scene):
+        assert bpy.ops.facefusion.bake(strip_name=strip.name) == {"FINISHED"}
+    assert (strip.frame_final_start, strip.frame_final_end) == (2, 5)  # the trim stayed
+    assert (plate.frame_final_start, plate.frame_final_end) == (1, 6) and strip.frame_start == plate.frame_start
+    assert list(_files(strip)) == ["facefusion.0002.exr", "facefusion.0003.exr", "facefusion.0004.exr"]
+
+    ff.matte_feather = 0.0791  # a new folder: the range is made from nothing
+    ff.use_frame_range, ff.frame_range_start, ff.frame_range_end = True, 1, 3
+    with bpy.context.temp_override(scene=scene):
+        assert bpy.ops.facefusion.bake(strip_name=strip.name) == {"FINISHED"}
+    assert list(_files(strip)) == ["facefusion.0002.exr", "facefusion.0003.exr"]  # frame 1 is trimmed away
+    assert (strip.frame_final_start, strip.frame_final_end) == (2, 5)
