@@ -91,10 +91,13 @@ def image_strips(scene: Any) -> list[Any]:
 
 
 def repair(scenes: Any = None) -> list[str]:
-    """Repair every image strip with impossible sizes; a line per strip repaired. Raises RepairError."""
+    """Repair every Face Fusion strip with impossible sizes; a line per strip repaired. Raises RepairError. Other
+    image strips are the artist's (or another add-on's): never changed, never named."""
     done = []
     for scene in bpy.data.scenes if scenes is None else scenes:
         for strip in image_strips(scene):
+            if not is_face_fusion(strip):
+                continue
             bad = bad_sizes(strip)
             if not bad:
                 continue

@@ -85,8 +85,9 @@ class FACEFUSION_OT_farm_job(bpy.types.Operator):
         except OSError as exc:
             self.report({"ERROR"}, f"Face Fusion: cannot write {path} ({exc.strerror})")
             return {"CANCELLED"}
-        unsaved = " (the .blend has unsaved changes: save it, workers render the saved file)" if bpy.data.is_dirty \
-            else ""
+        # Blender without a window (-b, the bpy module) reports every file as changed, even right after opening it
+        changed = bpy.data.is_dirty and not bpy.app.background
+        unsaved = " (the .blend has unsaved changes: save it, workers render the saved file)" if changed else ""
         url = manager_url(context)
         if not url:
             self.report({"INFO"}, f"Face Fusion: wrote {path}{unsaved}; submit it with: curl -X POST -H "

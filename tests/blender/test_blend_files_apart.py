@@ -239,3 +239,33 @@ def test_unsaved_files_bake_into_folders_of_their_own(installed, media, tmp_path
     assert starter.returncode == 0, out[-2000:] + err[-3000:]
     assert not os.path.exists(gone["session"]) and not os.path.exists(gone["session"] + ".lock")
     assert not os.path.exists(_line(out, "FOLDER")["session"])  # and the last one quit unsaved
+
+
+REOPEN = PRELUDE + """
+scene, s = new_shot(ff_addon, plate_file, source, 2)
+folder = os.path.dirname(plate_file)
+names = sorted(f for f in os.listdir(folder) if f.endswith(".png"))
+plain = ff_addon.compat.top_strips(scene).new_image("Plain", os.path.join(folder, names[0]), 5, 1)
+for name in names[1:]:  # grown the way scripts do (uninitialised sizes): not a Face Fusion strip, not ours to touch
+    plain.elements.append(name)
+bad = ff_addon.element_repair.bad_sizes(plain)
+bpy.ops.wm.save_as_mainfile(filepath=os.path.join(project, "shot.blend"))
+print("REOPEN", flush=True)
+bpy.ops.wm.open_mainfile(filepath=os.path.join(project, "shot.blend"))
+plain = ff_addon.compat.strips(bpy.context.scene)["Plain"]
+print("RESULT " + json.dumps({"bad": bad, "bad_after": ff_addon.element_repair.bad_sizes(plain)}), flush=True)
+"""
+
+
+def test_opening_a_file_names_only_face_fusion_strips_that_need_repair(installed, media, tmp_path):
+    """A Face Fusion strip saved by this version and a plain image strip (even one with uninitialised sizes) are
+    opened without a word from the old-file repair, and the plain strip is left as the artist's script made it."""
+    project = str(tmp_path / "project")
+    os.makedirs(project)
+    proc = subprocess.run([sys.executable, "-c", REOPEN % ARGS, media["plate"].replace("####", "0001"),
+                           media["source"], project], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    r = _line(proc.stdout, "RESULT")
+    after_open = proc.stderr + proc.stdout.split("REOPEN", 1)[1]
+    assert "Face Fusion repair" not in after_open, after_open[-3000:]
+    assert r["bad"] == r["bad_after"]  # untouched (whatever Blender left there)
