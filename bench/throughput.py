@@ -4,6 +4,10 @@ Each plate runs with the default front end (BlazeFace + 468-point mesh) and with
 upsample 0 and 1, the front end of the rows recorded before the shot analysis (comparable with them).
 
 Usage: .venv/bin/python bench/throughput.py [--frames N] [--front-end default|dlib_hog|all]
+
+Issue 32's cases (the whole walkers clip with and without the analysis cached, against the classic Poisson swap,
+the close-up's CPU a frame, 2160p scaling and peak RSS), each paired against a base checkout, are
+``bench/speed_cases.py``.
 """
 
 from __future__ import annotations
