@@ -24,6 +24,7 @@ from . import (
     compat,
     consent,
     coverage,
+    frame_warnings,
     plates,
     prefs,
     retarget,
@@ -67,6 +68,7 @@ class TargetBake:
     copy_err: Any = None  # its stderr (a temp file: a pipe could fill up and stall it)
     needed: list[int] = field(default_factory=list)  # every plate frame of the range, made now or before
     faces_seen: dict[int, coverage.FrameFaces] = field(default_factory=dict)  # from events, not yet recorded
+    analysed: tuple[int, int] = (0, 0)  # frames of the shot analysed of its total (the engine's progress events)
 
 
 def no_face_ranges(item: TargetBake) -> list[tuple[int, int]]:
@@ -175,8 +177,10 @@ class BakeRun:
                     self.on_frame(item, frame)
             else:
                 item.to_copy.append(frame)
-        elif kind == "warning":
-            self.warnings.append(f"{item.target.label}: {event.get('message', '')}")
+        elif kind == "warning":  # a frame's warning is numbered in scene frames; no-face ones go in the summary
+            self.warnings += frame_warnings.text(item, event)
+        elif kind == "progress" and event.get("stage") == "analyse":  # the shot analysis before the first frame
+            item.analysed = (int(event.get("done", 0)), int(event.get("total", 0)))
         elif kind == "provider":  # what a neural model really runs on (never a silent CPU fallback)
             self.providers[str(event.get("model", "?"))] = str(event.get("provider", "?"))
             for w in event.get("warnings") or []:

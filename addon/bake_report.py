@@ -50,10 +50,10 @@ def report(run: BakeRun, say: Report) -> list[str]:
             pass
         say({level}, text)
         lines.append(text)
-    for w in run.warnings:
-        print(f"Face Fusion: warning: {w}", file=sys.stderr)
-    for w in run.warnings[:MAX_WARNINGS]:
+    for w in run.warnings[:MAX_WARNINGS]:  # each once: said (Blender's report also reaches the console in -b)...
         say({"WARNING"}, w)
+    for w in run.warnings[MAX_WARNINGS:]:  # ...or, past the first few, printed
+        print(f"Face Fusion: warning: {w}", file=sys.stderr)
     if len(run.warnings) > MAX_WARNINGS:
         say({"WARNING"}, f"Face Fusion: {len(run.warnings) - MAX_WARNINGS} more warnings (printed to the console)")
     return lines

@@ -127,7 +127,12 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
         runtime = wm.face_fusion_runtime
         runtime.progress = run.progress
         done = sum(len(i.done) for i in run.items)
-        runtime.message = f"Face Fusion: {done}/{run.total} frames" + (" (cancelling)" if run.cancelled else "")
+        analysing = [i.analysed for i in run.items if 0 <= i.analysed[0] < i.analysed[1]]
+        if not done and analysing:  # the shot analysis comes before the first frame: say how far it got
+            runtime.message = f"Face Fusion: analysing the shot, {100 * analysing[0][0] // analysing[0][1]}%"
+        else:
+            runtime.message = f"Face Fusion: {done}/{run.total} frames"
+        runtime.message += " (cancelling)" if run.cancelled else ""
         wm.progress_update(run.progress)
         if context.workspace is not None:
             context.workspace.status_text_set(runtime.message + "  —  Esc to cancel")

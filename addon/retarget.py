@@ -51,6 +51,8 @@ def retarget(target: Target) -> str:
     stored, _ = target.output_dir(key)
     shown, _ = target.display_dir(key)
     if settings.cache_key != key:
+        if settings.cache_key and settings.last_report:  # it spoke of the frames of other settings: stale now
+            settings.last_report = ""
         settings.cache_key = key
     if settings.cache_dir != stored:
         settings.cache_dir = stored

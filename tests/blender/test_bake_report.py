@@ -69,3 +69,27 @@ def test_a_failed_ui_bake_leaves_its_error_in_the_panel(addon, scene, media, cac
     assert ({"ERROR"}, ff.last_report) in reports
     assert (ff.last_report, "CANCEL") in _panel_labels(addon, strip)
     assert op.modal(ctx, SimpleNamespace(type="MOUSEMOVE")) == {"PASS_THROUGH"}
+
+
+def test_warnings_speak_of_scene_frames_once_and_a_stale_report_goes(addon, scene, media, cache_dir, tmp_path,
+                                                                      capsys):
+    """The engine's warnings about frames without a face (numbered by the plate's count) are not repeated one by one:
+    the summary names them as scene frames, and nothing is printed to the console a second time. A settings change
+    takes the last bake's report out of the panel: it spoke of other frames."""
+    strip = _shot(addon, scene, media, tmp_path)
+    ff = strip.face_fusion
+    ff.matte_feather = 0.0617  # settings of this test's own: the engine makes every frame and warns
+    reports: list = []
+    op, ctx, _, _ = _modal_operator(addon, strip, reports)
+    assert _drive(op, ctx, until=lambda: False) == {"FINISHED"}
+    texts = [msg for _, msg in reports]
+    assert f"Face Fusion strip '{strip.name}': 5 frames baked; no face on 2 frames: 6\u20137" in texts, texts
+    assert not [t for t in texts if "no face to replace" in t], texts  # never plate frames 4, 5
+    assert len(texts) == len(set(texts)), texts
+    assert "no face to replace" not in capsys.readouterr().err
+    labels = [t for t, _ in _panel_labels(addon, strip)]
+    assert ff.last_report in labels
+    ff.matte_feather = 0.0618  # new settings: nothing of theirs is baked yet
+    assert ff.last_report == ""
+    labels = [t for t, _ in _panel_labels(addon, strip)]
+    assert not [t for t in labels if "frames baked" in t], labels

@@ -135,8 +135,10 @@ op._run = ff_addon.open_runs.track(ff_addon.bake.start([item], ff_addon.op_bake.
 ctx.window_manager.face_fusion_runtime.running = True
 timer = SimpleNamespace(type="TIMER")
 deadline = time.monotonic() + 300
+messages = []
 while not item.done and time.monotonic() < deadline:
     assert op.modal(ctx, timer) == {"RUNNING_MODAL"}
+    messages.append(ctx.window_manager.face_fusion_runtime.message)
     time.sleep(0.1)
 folder = item.folder
 frames = lambda: {f: os.stat(os.path.join(folder, f)).st_mtime_ns for f in os.listdir(folder) if f.endswith(".exr")}
@@ -150,7 +152,8 @@ runtime = bpy.context.window_manager.face_fusion_runtime
 print("RESULT " + json.dumps({"landed": len(landed), "at_close": at_close, "later": later, "polled": polled,
                               "reports": op.reports, "message": runtime.message, "running": runtime.running,
                               "closed": op._run.closed, "finished": op._run.finished,
-                              "active": ff_addon.open_runs.active()}))
+                              "active": ff_addon.open_runs.active(), "messages": messages,
+                              "analysed": item.analysed}))
 """
 
 
@@ -164,13 +167,18 @@ def media_30(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_file_new_during_a_bake_stops_it(installed, media_30, tmp_path):
     """File > New during a bake (load_pre): the engine's job is cancelled and confirmed stopped before the new file
     loads, no frame lands in the closed shot's cache afterwards, and a TIMER still reaching the operator ends it
-    silently (no report about the cancelled job, no bogus 'frame N is missing')."""
+    silently (no report about the cancelled job, no bogus 'frame N is missing'). Before the first frame, the bake's
+    progress line shows the shot analysis's progress."""
     r = _session(CLOSE_DURING_BAKE, media_30, tmp_path)
     assert r["landed"] >= 1 and len(r["at_close"]) < 30, r  # the bake was under way when the file was closed
     assert r["later"] == r["at_close"], r  # nothing landed (or was rewritten) afterwards
     assert r["closed"] and r["finished"] and r["active"] == 0
     assert r["polled"] == ["CANCELLED"] and r["reports"] == [], r
     assert r["message"] == "" and not r["running"]
+    # before the first frame, the panel's progress line said how far the shot analysis got (a fresh plate)
+    assert r["analysed"][0] == r["analysed"][1] >= 30, r["analysed"]  # (the engine counts each pass's frames)
+    analysing = [m for m in r["messages"] if m.startswith("Face Fusion: analysing the shot, ")]
+    assert analysing and analysing[-1].endswith("%"), r["messages"]
 
 
 UNSAVED = PRELUDE + """
