@@ -9,6 +9,7 @@ from . import (
     op_add,
     op_bake,
     op_cache,
+    op_colour,
     op_consent,
     op_coverage,
     op_engine,
@@ -18,7 +19,7 @@ from . import (
     op_sources,
 )
 
-GROUPS: tuple[ModuleType, ...] = (op_add, op_bake, op_cache, op_coverage, op_sources, op_faces, op_engine,
+GROUPS: tuple[ModuleType, ...] = (op_add, op_bake, op_cache, op_colour, op_coverage, op_sources, op_faces, op_engine,
                                   engine_setup, op_farm, op_models, op_consent)
 
 

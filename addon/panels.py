@@ -6,7 +6,19 @@ from typing import Any
 
 import bpy
 
-from . import cache_admin, cache_move, coverage, lookup, on_demand, op_cache, op_consent, op_models, plates, retarget
+from . import (
+    cache_admin,
+    cache_move,
+    coverage,
+    lookup,
+    on_demand,
+    op_cache,
+    op_colour,
+    op_consent,
+    op_models,
+    plates,
+    retarget,
+)
 from .schema import grouped_settings
 from .targets import Target, cache_root
 
@@ -78,6 +90,10 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
     _draw_disk_use(box, ff.cache_key)
     if ff.cache_key and _shows_elsewhere(target):
         box.label(text="Shows frames of older settings, plate, source or engine: Bake to re-point it", icon="ERROR")
+    if target.kind == "strip" and not op_colour.blends_linear(target.scene):  # Alpha Over would not be the composite
+        box.label(text=f"The Sequencer blends in {target.scene.sequencer_colorspace_settings.name}: the face's edge "
+                       "differs from the engine's composite", icon="ERROR")
+        box.operator("facefusion.sequencer_linear", icon="COLOR")
     moving = cache_move.status()
     if moving:
         box.label(text=moving, icon="TIME")
