@@ -163,7 +163,10 @@ def composite_frame(ctx: JobContext, p: PendingFrame, matched: list[np.ndarray])
             paste_matte(extra, name, crop_matte, fc.m, (h, w))
     layers.mattes = {"FaceMatte": layers.matte.copy(), **layers.mattes, **extra}
     if ctx.settings.output_mode == "composite":
-        return layers, composite(p.plate, layers)
+        rgba = composite(p.plate, layers)
+        ctx.plate.nonfinite.restore(p.frame, rgba, layers.matte)  # the plate's own NaN/inf, outside the matte
+        return layers, rgba
+    ctx.plate.nonfinite.restore(p.frame, None, None)
     return layers, layers.face
 
 

@@ -231,6 +231,7 @@ class Engine:
         if not todo:
             return
         selected, stats = self._select(ctx, todo)
+        ctx.plate.nonfinite.forget()  # what the analysis's reads filled: each frame is read again below
         window = ColourWindow(ctx, selected, stats)
         writer.start_clock()
         chunk = NEURAL_CHUNK_FRAMES if ctx.swapper.size else 1
@@ -238,6 +239,8 @@ class Engine:
         render_pool.render_frames(ctx, [todo[i:i + chunk] for i in range(0, len(todo), chunk)], workers,
                                   lambda frames, decoded: self._swap_chunk(ctx, selected, frames, decoded),
                                   lambda p: composite_frame(ctx, p, window.matched(p)), window, writer, prov)
+        if (note := ctx.plate.nonfinite.summary()) is not None:  # once per job; each frame's EXR has its count
+            ctx.emit({"type": "warning", "frame": None, "message": note})
 
     # ---- entry points -------------------------------------------------------------------------------------
     def run(self, job: SwapJob, on_event: EventSink = _noop, cancel: threading.Event | None = None) -> dict:

@@ -179,4 +179,7 @@ class Provenance:
             "facefusion:watermark": json.dumps(self._watermark_record(), sort_keys=True),
             "facefusion:consent": json.dumps(self.consent, sort_keys=True),
             "facefusion:audit_line": self.audit_line or "",
+            # the plate's NaN/inf values on this frame (engine.io.nonfinite): filled under the matte, kept outside
+            **({"facefusion:nonfinite_plate_values": str(n)} if (n := ctx.plate.nonfinite.counts.get(p.frame))
+               else {}),
         }

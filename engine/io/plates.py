@@ -18,6 +18,7 @@ from engine.errors import EngineError
 from engine.frame_pattern import sequence_files
 from engine.io import colour
 from engine.io.files import check_pixel_budget, check_regular
+from engine.io.nonfinite import NonFiniteLedger
 from engine.job import ImageInput, check_frame_span, frames_text
 
 MOVIE_EXTENSIONS = {".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v", ".mxf", ".mpg", ".mpeg", ".wmv", ".gif"}
@@ -165,6 +166,7 @@ class Plate:
         self.still = False  # in-memory pixels: one image that stands for any frame asked for (pin_frames)
         self.decodes: Counter[int] = Counter()  # frame -> times decoded from its file or movie (tests assert it)
         self.full_float = False
+        self.nonfinite = NonFiniteLedger()  # NaN/inf pixels: filled for every computation, put back by the composite
         self._u8_files = False  # a sequence or image of 8-bit RGB files: decoded as bytes (``srgb_u8``)
         path = src.path
         if src.pixels is not None:
@@ -258,17 +260,19 @@ class Plate:
         return out, "rec709"
 
     def read(self, frame: int) -> tuple[np.ndarray, str]:
-        """(float32 RGBA in the plate's scene-linear space, its gamut)."""
+        """(float32 RGBA in the plate's scene-linear space, its gamut), finite: a float plate's NaN and infinite
+        values come filled from their neighbours (engine.io.nonfinite; ``self.nonfinite`` has the originals)."""
         if self.srgb_u8:
             return self.from_u8(self.read_u8(frame))
         raw = self.read_raw(frame)
         lin, gamut = colour.decode_plate(raw[..., :3], self.space)
         if lin is raw[..., :3]:
-            return raw, gamut
-        out = np.empty_like(raw)
-        out[..., :3] = lin
-        out[..., 3] = raw[..., 3]
-        return out, gamut
+            out = raw
+        else:
+            out = np.empty_like(raw)
+            out[..., :3] = lin
+            out[..., 3] = raw[..., 3]
+        return (self.nonfinite.finite(frame, out) if self.is_float else out), gamut
 
     def close(self) -> None:
         if self._movie is not None:
