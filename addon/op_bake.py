@@ -84,7 +84,7 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
         return {"CANCELLED"} if run.errors or run.cancelled else {"FINISHED"}
 
     def invoke(self, context: Any, event: Any) -> set[str]:
-        asked = op_consent.ask(context, "BAKE", strip_name=self.strip_name, node_name=self.node_name,
+        asked = op_consent.ask(context, "BAKE", self.report, strip_name=self.strip_name, node_name=self.node_name,
                                all_targets=self.all_targets, frame_start=self.frame_start, frame_end=self.frame_end)
         if asked is not None:  # a source identity without consent: the dialog bakes once it is given (issue 14)
             return asked

@@ -14,7 +14,7 @@ from typing import Any
 
 import bpy
 
-from . import consent, lookup, plates, session
+from . import consent, lookup, plates, session, source_faces
 from .op_common import OwnerOp
 from .targets import Target
 
@@ -34,14 +34,22 @@ def open_dialog(**props: Any) -> Any:
     return bpy.ops.facefusion.consent("INVOKE_DEFAULT", **props)
 
 
-def ask(context: Any, then: str, **props: Any) -> set[str] | None:
+def ask(context: Any, then: str, report: Any = None, **props: Any) -> set[str] | None:
     """From Bake's/Preview's invoke: None when every source identity of the targets is confirmed (go on), else the
-    dialog is shown (it goes on once confirmed) and the caller returns what this returns."""
+    dialog is shown (it goes on once confirmed) and the caller returns what this returns. A source photo without a
+    usable face is refused first (``report``: the operator's), so no confirmation is asked for it."""
     if not interactive(context):
         return None
     try:
         targets = lookup.named_targets(context, props.get("strip_name", ""), props.get("node_name", ""),
                                        props.get("all_targets", False))
+        refused = source_faces.refusal(targets)
+        if refused:
+            for target in targets:
+                target.settings.last_report, target.settings.last_report_level = refused, "ERROR"
+            if report is not None:
+                report({"ERROR"}, refused)
+            return {"CANCELLED"}
         missing = consent.unconfirmed(targets)
     except FAILURES:  # the job itself reports what is wrong
         return None

@@ -30,8 +30,8 @@ class FACEFUSION_OT_preview(OwnerOp, bpy.types.Operator):
 
     def invoke(self, context: Any, event: Any) -> set[str]:
         # A source identity without consent: the dialog previews once it is given (issue 14).
-        return op_consent.ask(context, "PREVIEW", strip_name=self.strip_name, node_name=self.node_name) or \
-            self.execute(context)
+        asked = op_consent.ask(context, "PREVIEW", self.report, strip_name=self.strip_name, node_name=self.node_name)
+        return asked or self.execute(context)
 
     def execute(self, context: Any) -> set[str]:
         owner = self.owner(context)

@@ -17,8 +17,10 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from conftest import DrawnLayout, exr_attributes, face_fusion_shot
 from test_batch import _render_fresh
@@ -64,7 +66,7 @@ class Blender:
 
     def click_bake(self, strip):
         op = SimpleNamespace(strip_name=strip.name, node_name="", all_targets=False, frame_start=UNSET,
-                             frame_end=UNSET)
+                             frame_end=UNSET, report=lambda kind, msg: self.reports.append((set(kind), msg)))
         return self.addon.op_bake.FACEFUSION_OT_bake.invoke(op, self.context, SimpleNamespace(type="LEFTMOUSE"))
 
     def drawn(self, op) -> list:
@@ -134,7 +136,8 @@ def test_the_panel_shows_the_saved_consent_and_preview_asks_too(addon, scene, me
     (button,) = [d for d in layout.drawn if d[0] == "operator" and d[1] == "facefusion.consent"]
     assert button[3].strip_name == strip.name
     ui = Blender(addon, scene, monkeypatch)
-    preview = SimpleNamespace(strip_name=strip.name, node_name="", execute=lambda ctx: pytest.fail("previewed"))
+    preview = SimpleNamespace(strip_name=strip.name, node_name="", execute=lambda ctx: pytest.fail("previewed"),
+                              report=lambda kind, msg: ui.reports.append((set(kind), msg)))
     assert addon.op_faces.FACEFUSION_OT_preview.invoke(preview, ui.context, SimpleNamespace()) == {"CANCELLED"}
     (op,) = ui.dialogs
     assert op.then == "PREVIEW" and strip.face_fusion.preview_image is None
@@ -204,3 +207,37 @@ def test_headless_render_of_an_unconsented_blend_fails_cleanly(addon, scene, med
     assert "no consent is recorded for source identity" in proc.stderr and "nothing was rendered" in proc.stderr
     assert "confirm, save" in proc.stderr, proc.stderr[-2000:]  # says how: in Blender, saved with the .blend
     assert not glob.glob(str(tmp_path / "render" / "*"))
+
+
+def test_a_photo_without_a_face_is_refused_before_consent_is_asked(addon, scene, media, cache_dir, store, monkeypatch,
+                                                                   tmp_path):
+    """Bake with a source photo that shows no face: the engine's face finding runs on the photo first and refuses it
+    (what to do, in the report and the panel); the consent check and dialog never run. With a face: face check, then
+    the consent check, then the dialog."""
+    wall = str(tmp_path / "wall.png")  # a flat grey photo: no face
+    image = bpy.data.images.new("ff wall", 192, 192)
+    image.pixels.foreach_set(np.full(192 * 192 * 4, 0.4, np.float32))
+    image.filepath_raw, image.file_format = wall, "PNG"
+    image.save()
+    bpy.data.images.remove(image)
+    strip = face_fusion_shot(addon, scene, media)
+    strip.face_fusion.sources[0].filepath = wall
+    calls: list[str] = []
+    analyse, check = addon.session.Session.analyse, addon.consent.check
+    monkeypatch.setattr(addon.session.Session, "analyse",  # spies: the real calls run
+                        lambda self, *a, **k: calls.append("faces") or analyse(self, *a, **k))
+    monkeypatch.setattr(addon.consent, "check", lambda target: calls.append("consent") or check(target))
+    ui = Blender(addon, scene, monkeypatch)
+    assert ui.click_bake(strip) == {"CANCELLED"}
+    assert calls == ["faces"] and ui.dialogs == [], (calls, ui.dialogs)
+    ((kind, message),) = ui.reports
+    assert kind == {"ERROR"} and "no face found in the source photo 'wall.png'" in message, message
+    assert strip.face_fusion.last_report == message and strip.face_fusion.last_report_level == "ERROR"
+    assert not _engine_files(strip)
+
+    portrait = str(tmp_path / "portrait.png")  # a photo of its own: not one checked before (checks are kept)
+    shutil.copy(media["source"], portrait)
+    strip.face_fusion.sources[0].filepath = portrait
+    calls.clear()
+    assert ui.click_bake(strip) == {"CANCELLED"}  # the dialog is up
+    assert calls == ["faces", "consent"] and len(ui.dialogs) == 1, calls
