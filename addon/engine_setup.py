@@ -146,7 +146,10 @@ class FACEFUSION_OT_setup_engine(bpy.types.Operator):
             f"Setting up the engine ({done}/{self._total}): {step.label}"
         context.window_manager.progress_update(done)
         self._err = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the next step or _end)
-        self._proc = subprocess.Popen(step.cmd, cwd=self._root, env=prefs.child_env(), stdin=subprocess.DEVNULL,
+        # Unbuffered: Python (pip) writing to a file holds its lines back in blocks, so the step would show nothing
+        # for minutes ('Collecting numpy', 'Downloading torch' are what says it is alive).
+        env = {**prefs.child_env(), "PYTHONUNBUFFERED": "1"}
+        self._proc = subprocess.Popen(step.cmd, cwd=self._root, env=env, stdin=subprocess.DEVNULL,
                                       stdout=self._err, stderr=subprocess.STDOUT)
         redraw_editors(context)
 

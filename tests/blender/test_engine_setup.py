@@ -84,10 +84,8 @@ def test_modal_set_up_fetches_and_verifies_the_face_models_with_progress(addon, 
     assert "iris_landmark.tflite" in tflite  # the mesh's eyelids
 
 
-def test_a_failing_step_names_what_it_was_doing(addon, tmp_path):
-    step = addon.engine_setup.Step("fetching the MediaPipe face models",
-                                   [ENGINE_PYTHON, "-m", "engine.models.wheel_members", "--models-dir",
-                                    str(tmp_path / "x"), "--no-such-flag"])
+def _one_step_op(addon, step):
+    """The Set up Engine operator as Blender runs it modally, with one step: (op, context, reports, runtime)."""
     op_cls = addon.engine_setup.FACEFUSION_OT_setup_engine
     reports: list = []
     runtime = bpy.context.window_manager.face_fusion_runtime
@@ -97,7 +95,35 @@ def test_a_failing_step_names_what_it_was_doing(addon, tmp_path):
         setattr(op, name, getattr(op_cls, name).__get__(op))
     wm = SimpleNamespace(face_fusion_runtime=runtime, windows=[], progress_update=lambda done: None,
                          progress_end=lambda: None, event_timer_remove=lambda timer: None)
-    assert _drive(op, SimpleNamespace(window_manager=wm)) == {"CANCELLED"}
+    return op, SimpleNamespace(window_manager=wm), reports, runtime
+
+
+def test_a_failing_step_names_what_it_was_doing(addon, tmp_path):
+    step = addon.engine_setup.Step("fetching the MediaPipe face models",
+                                   [ENGINE_PYTHON, "-m", "engine.models.wheel_members", "--models-dir",
+                                    str(tmp_path / "x"), "--no-such-flag"])
+    op, ctx, reports, _ = _one_step_op(addon, step)
+    assert _drive(op, ctx) == {"CANCELLED"}
     kind, message = reports[-1]
     assert kind == {"ERROR"}
     assert "while fetching the MediaPipe face models" in message and "--no-such-flag" in message
+
+
+def test_a_running_step_shows_its_output_as_it_comes(addon, tmp_path, monkeypatch):
+    """pip's lines ('Collecting numpy') show while the step runs, not only when it ends (Python holds lines written to
+    a file back in blocks unless told not to)."""
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # as in Blender started from a desktop
+    step = addon.engine_setup.Step("installing the engine's packages", [
+        ENGINE_PYTHON, "-c", "import time; print('Collecting numpy'); time.sleep(4); print('Successfully installed')"])
+    op, ctx, reports, runtime = _one_step_op(addon, step)
+    seen = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        result = op.modal(ctx, SimpleNamespace(type="TIMER"))
+        if op._proc is not None and op._proc.poll() is None:
+            seen.append(runtime.message)
+        if result != {"RUNNING_MODAL"}:
+            break
+        time.sleep(0.1)
+    assert result == {"FINISHED"}, reports
+    assert "Setting up the engine (1/1): installing the engine's packages: Collecting numpy" in seen, seen[-3:]
