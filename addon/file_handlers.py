@@ -28,6 +28,7 @@ from . import (
     op_cache,
     open_runs,
     plates,
+    session,
     unsaved_dirs,
 )
 from .targets import Target, cache_root, shown_dir, stored_dir
@@ -126,7 +127,9 @@ def on_load_pre(*_: Any) -> None:
 
 
 def _on_quit() -> None:
-    """Blender quits: moves next to a saved .blend finish, then the session's unsaved frames go (unsaved_dirs)."""
+    """Blender quits: its bakes end, moves next to a saved .blend finish, then the session's unsaved frames go
+    (unsaved_dirs)."""
+    _end_runs()
     cache_move.wait_all()
     unsaved_dirs.quit_session()
 
@@ -162,7 +165,15 @@ def register() -> None:
             lst.append(fn)
 
 
+def _end_runs() -> None:
+    """The add-on is disabled, or Blender quits: the open file's bakes end as when it is closed (only while the engine
+    session is there: never start an engine to cancel a job)."""
+    if session.running():
+        open_runs.close()
+
+
 def unregister() -> None:
+    _end_runs()  # before handlers.unregister lets the engine go
     for name, fn in HANDLERS:
         lst = getattr(bpy.app.handlers, name)
         while fn in lst:

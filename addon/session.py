@@ -337,6 +337,11 @@ def engine_report() -> dict[str, Any]:
     return get().info()
 
 
+def running() -> bool:
+    """Whether an engine session is there (never starts one)."""
+    return _SESSION is not None
+
+
 def forget() -> None:
     """Drop the session (after the engine died, or to restart it), and any start under way (never waits for it)."""
     global _SESSION, _STARTING

@@ -77,11 +77,11 @@ print("RESULT " + json.dumps({"a": a, "b": b, "c": c, "invoked": sorted(invoked)
 """
 
 
-def _session(script: str, media: dict, tmp_path) -> dict:
+def _session(script: str, media: dict, tmp_path, *args: str) -> dict:
     project = str(tmp_path / "project")
     os.makedirs(project)
     proc = subprocess.run([sys.executable, "-c", script % ARGS, media["plate"].replace("####", "0001"),
-                           media["source"], project], capture_output=True, text=True, timeout=600,
+                           media["source"], project, *args], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "TMPDIR": str(tmp_path)})
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert proc.returncode == 0 and line, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -143,15 +143,23 @@ while not item.done and time.monotonic() < deadline:
 folder = item.folder
 frames = lambda: {f: os.stat(os.path.join(folder, f)).st_mtime_ns for f in os.listdir(folder) if f.endswith(".exr")}
 landed = frames()
-bpy.ops.wm.read_homefile(use_empty=True)  # File > New while the bake runs
+run = op._run
+if sys.argv[4] == "new":
+    bpy.ops.wm.read_homefile(use_empty=True)  # File > New while the bake runs
+else:
+    addon_utils.disable("%(addon)s", default_set=False)  # what quitting Blender does first
 at_close = frames()
 time.sleep(5)
 later = frames()
-polled = sorted(op.modal(ctx, timer))  # a TIMER event still reaching the operator after the load
-runtime = bpy.context.window_manager.face_fusion_runtime
+if sys.argv[4] == "new":
+    polled = sorted(op.modal(ctx, timer))  # a TIMER event still reaching the operator after the load
+    runtime = bpy.context.window_manager.face_fusion_runtime
+    message, running = runtime.message, runtime.running
+else:
+    polled, message, running = ["CANCELLED"], "", False
 print("RESULT " + json.dumps({"landed": len(landed), "at_close": at_close, "later": later, "polled": polled,
-                              "reports": op.reports, "message": runtime.message, "running": runtime.running,
-                              "closed": op._run.closed, "finished": op._run.finished,
+                              "reports": op.reports, "message": message, "running": running,
+                              "closed": run.closed, "finished": run.finished,
                               "active": ff_addon.open_runs.active(), "messages": messages,
                               "analysed": item.analysed}))
 """
@@ -164,17 +172,20 @@ def media_30(tmp_path_factory: pytest.TempPathFactory) -> dict:
                                  "--size", "160"))
 
 
-def test_file_new_during_a_bake_stops_it(installed, media_30, tmp_path):
-    """File > New during a bake (load_pre): the engine's job is cancelled and confirmed stopped before the new file
-    loads, no frame lands in the closed shot's cache afterwards, and a TIMER still reaching the operator ends it
-    silently (no report about the cancelled job, no bogus 'frame N is missing'). Before the first frame, the bake's
-    progress line shows the shot analysis's progress."""
-    r = _session(CLOSE_DURING_BAKE, media_30, tmp_path)
+@pytest.mark.parametrize("close", ["new", "quit"])
+def test_file_new_during_a_bake_stops_it(installed, media_30, tmp_path, close):
+    """File > New (load_pre) or quitting (Blender first disables the add-on) during a bake: the engine's job is
+    cancelled and confirmed stopped before the file closes, no frame lands in the closed shot's cache afterwards, and a
+    TIMER still reaching the operator ends it silently (no report about the cancelled job, no bogus 'frame N is
+    missing'). Before the first frame of a fresh shot, the bake's progress line shows the shot analysis's progress."""
+    r = _session(CLOSE_DURING_BAKE, media_30, tmp_path, close)
     assert r["landed"] >= 1 and len(r["at_close"]) < 30, r  # the bake was under way when the file was closed
     assert r["later"] == r["at_close"], r  # nothing landed (or was rewritten) afterwards
     assert r["closed"] and r["finished"] and r["active"] == 0
     assert r["polled"] == ["CANCELLED"] and r["reports"] == [], r
     assert r["message"] == "" and not r["running"]
+    if close != "new":  # the shot was analysed by the first run
+        return
     # before the first frame, the panel's progress line said how far the shot analysis got (a fresh plate)
     assert r["analysed"][0] == r["analysed"][1] >= 30, r["analysed"]  # (the engine counts each pass's frames)
     analysing = [m for m in r["messages"] if m.startswith("Face Fusion: analysing the shot, ")]
