@@ -179,7 +179,12 @@ class Provenance:
             "facefusion:watermark": json.dumps(self._watermark_record(), sort_keys=True),
             "facefusion:consent": json.dumps(self.consent, sort_keys=True),
             "facefusion:audit_line": self.audit_line or "",
-            # the plate's NaN/inf values on this frame (engine.io.nonfinite): filled under the matte, kept outside
-            **({"facefusion:nonfinite_plate_values": str(n)} if (n := ctx.plate.nonfinite.counts.get(p.frame))
-               else {}),
+            **self._nonfinite(p.frame),
         }
+
+    def _nonfinite(self, frame: int) -> dict[str, str]:
+        """The plate's NaN/inf values on this frame (engine.io.nonfinite: filled under the matte, kept outside), when
+        it had any. A host frame's context (engine.server.host_frames) holds the input, not a Plate: none there."""
+        ledger = getattr(self.ctx.plate, "nonfinite", None)
+        n = ledger.counts.get(frame) if ledger is not None else None
+        return {"facefusion:nonfinite_plate_values": str(n)} if n else {}
