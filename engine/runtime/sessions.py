@@ -182,7 +182,7 @@ def _load(ort: Any, model_id: str, path: Path, head: Head | None, so: Any, plan:
         return ort.InferenceSession(model, sess_options=so, providers=[p for p, _ in plan],
                                     provider_options=[o for _, o in plan])
     except (DecodeError, state.InvalidProtobuf, state.InvalidGraph, state.NoSuchFile, state.Fail,
-            state.InvalidArgument) as exc:
+            state.InvalidArgument, UnicodeDecodeError) as exc:  # (a damaged graph's bytes in onnxruntime's error)
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise EngineError(f"model {model_id} ({path}) cannot be loaded: it is not a valid ONNX graph ({first})",
                           f"check it with `python -m engine models verify {model_id}` and fetch it again") from None
