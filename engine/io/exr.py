@@ -56,18 +56,17 @@ def read_exr(path: str) -> tuple[np.ndarray, list[str], dict[str, str]]:
     """(float32 H x W x C pixels, channel names, string attributes) — for tests and tools."""
     import OpenImageIO as oiio
 
+    inp = None
     try:
         inp = oiio.ImageInput.open(path)
         if inp is None:
             raise EngineError(f"cannot read '{path}' ({oiio.geterror().strip()})", "check the file")
-    except UnicodeDecodeError as e:  # a damaged header's bytes in OpenImageIO's error text
-        raise EngineError(f"cannot read '{path}': its header is damaged ({e.reason})", "re-render the frame") from e
-    try:
         spec = inp.spec()
         px = np.asarray(inp.read_image(0, 0, 0, spec.nchannels, oiio.FLOAT), np.float32)
         attrs = {a.name: a.value for a in spec.extra_attribs if isinstance(a.value, str)}
         return px.reshape(spec.height, spec.width, spec.nchannels), list(spec.channelnames), attrs
-    except UnicodeDecodeError as e:  # channel names or attributes that are not text
+    except UnicodeDecodeError as e:  # a damaged header's bytes: in OpenImageIO's error, channel names, attributes
         raise EngineError(f"cannot read '{path}': its header is damaged ({e.reason})", "re-render the frame") from e
     finally:
-        inp.close()
+        if inp is not None:
+            inp.close()

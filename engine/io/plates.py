@@ -61,11 +61,8 @@ def _precision(spec) -> tuple[bool, bool]:
 
 def image_precision(path: str, what: str = "image") -> tuple[bool, bool]:
     """What read_image_file would say about precision, from the header alone (no pixels decoded)."""
-    inp = _open(path, what)
-    try:
-        return _precision(inp.spec())
-    finally:
-        inp.close()
+    is_float, full, _ = _header(path, what)
+    return is_float, full
 
 
 def _plain_u8(spec) -> bool:
@@ -76,13 +73,20 @@ def _plain_u8(spec) -> bool:
     return all(f.basetype == oiio.UINT8 for f in formats) and spec.alpha_channel < 0 and spec.nchannels in (1, 3)
 
 
-def is_plain_u8(path: str, what: str = "image") -> bool:
-    """Whether ``read_u8_file`` can read ``path`` (from its header)."""
+def _header(path: str, what: str) -> tuple[bool, bool, bool]:
+    """(float file, 32-bit float file, ``read_u8_file`` can read it) from one read of the header."""
     inp = _open(path, what)
     try:
-        return _plain_u8(inp.spec())
+        spec = inp.spec()
+        return (*_precision(spec), _plain_u8(spec))
     finally:
         inp.close()
+
+
+def _rgb_index(names: list[str]) -> list[int]:
+    """The channels holding R, G and B (by name, else the first three in order)."""
+    lower = [n.lower() for n in names]
+    return [lower.index(n) if n in lower else i for i, n in enumerate(("r", "g", "b"))]
 
 
 def _read_pixels(path: str, what: str, oiio_type, dtype, check=None):
@@ -124,8 +128,7 @@ def read_u8_file(path: str, what: str = "image") -> np.ndarray:
     px, spec = _read_pixels(path, what, oiio.UINT8, np.uint8, plain)
     if spec.nchannels == 1:
         return np.ascontiguousarray(np.repeat(px, 3, axis=2))
-    lower = [n.lower() for n in spec.channelnames]
-    idx = [lower.index(n) if n in lower else i for i, n in enumerate(("r", "g", "b"))]
+    idx = _rgb_index(list(spec.channelnames))
     return px if idx == [0, 1, 2] else np.ascontiguousarray(px[..., idx])
 
 
@@ -141,14 +144,12 @@ def read_image_file(path: str, what: str = "image") -> ImageFile:
 def _to_rgba(px: np.ndarray, names: list[str], alpha_channel: int) -> np.ndarray:
     h, w, c = px.shape
     out = np.ones((h, w, 4), dtype=np.float32)
-    lower = [n.lower() for n in names]
     if c <= 2:  # grey (+ alpha)
         out[..., :3] = px[..., :1]
         if c == 2:
             out[..., 3] = px[..., 1]
         return out
-    idx = [lower.index(n) if n in lower else i for i, n in enumerate(("r", "g", "b"))]
-    out[..., :3] = px[..., idx]
+    out[..., :3] = px[..., _rgb_index(names)]
     if 0 <= alpha_channel < c:
         out[..., 3] = px[..., alpha_channel]
     return out
@@ -195,14 +196,12 @@ class Plate:
                                   "check the folder and the #### / %04d part of the name")
             self.frames = sorted(self._files)
             check_frame_span(self.frames[0], self.frames[-1], f"{what} sequence '{path}' numbers its frames from")
-            self.is_float, self.full_float = image_precision(self._files[self.frames[0]], what)
-            self._u8_files = is_plain_u8(self._files[self.frames[0]], what)
+            self.is_float, self.full_float, self._u8_files = _header(self._files[self.frames[0]], what)
         else:
             check_regular(path, what)
             self._files[1] = path
             self.frames = [1]
-            self.is_float, self.full_float = image_precision(path, what)
-            self._u8_files = is_plain_u8(path, what)
+            self.is_float, self.full_float, self._u8_files = _header(path, what)
         self.space = colour.resolve(src.colorspace, is_float_file=self.is_float)
 
     def describe(self) -> str:
