@@ -139,21 +139,18 @@ std::string get_string(OfxParamSetHandle params, const char* name, double t) {
   return value;
 }
 
-int get_int(OfxParamSetHandle params, const char* name, double t) {
+// An int (integer, boolean, choice) or double parameter's value at time t; 0 when the host has no such parameter.
+template <typename T>
+T get_number(OfxParamSetHandle params, const char* name, double t) {
   OfxParamHandle h;
-  int value = 0;
+  T value = 0;
   if (gParam->paramGetHandle(params, name, &h, nullptr) == kOfxStatOK)
     gParam->paramGetValueAtTime(h, t, &value);
   return value;
 }
 
-double get_double(OfxParamSetHandle params, const char* name, double t) {
-  OfxParamHandle h;
-  double value = 0;
-  if (gParam->paramGetHandle(params, name, &h, nullptr) == kOfxStatOK)
-    gParam->paramGetValueAtTime(h, t, &value);
-  return value;
-}
+int get_int(OfxParamSetHandle params, const char* name, double t) { return get_number<int>(params, name, t); }
+double get_double(OfxParamSetHandle params, const char* name, double t) { return get_number<double>(params, name, t); }
 
 // The engine settings the parameters hold, by the schema's names (the engine validates them again).
 Json settings_of(OfxParamSetHandle params, double t) {
