@@ -24,7 +24,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from engine.stages import geometry68, glasses, masks
+from engine.stages import blur, geometry68, glasses, masks
 from engine.stages.source_region import SkinGaussian, lab_of_srgb, points78
 
 _CHEEKS = [[2, 3, 4, 48, 31], [14, 13, 12, 54, 35], [27, 31, 30, 35]]  # both cheeks and the nose
@@ -206,9 +206,15 @@ def _pale_hair(lab: np.ndarray, skin: SkinGaussian, outline: np.ndarray, feature
 def occluders(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetSkinModel) -> np.ndarray:
     """Boolean (S, S): pixels inside the face outline that something covers."""
     outline, cheeks, features, scale = _regions(crop_srgb, landmarks)
-    lab = lab_of_srgb(np.asarray(crop_srgb, np.float32))
+    # Every figure below reads Lab inside the outline or the features: only their box is converted and judged
+    # (the crop's margin around the face is half its area or more); outside it Lab stays 0 and nothing is far.
+    box = blur.weight_box(outline | features, 0)
+    lab = np.zeros(np.shape(crop_srgb), np.float32)
+    lab[box] = lab_of_srgb(np.asarray(crop_srgb[box], np.float32))
     skin = _recentred(model.skin, lab, cheeks)
-    far = (skin.distance(lab) > _SKIN_FAR) & outline
+    far = np.zeros_like(outline)
+    far[box] = skin.distance(lab[box]) > _SKIN_FAR
+    far &= outline
     # Opening drops single off-colour pixels (pores, noise) before the components are judged.
     k = max(3, int(round(0.012 * scale)) | 1)
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
