@@ -8,7 +8,6 @@ same way, as a reference row.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import sys
@@ -23,10 +22,12 @@ from engine.io.exr import read_exr
 from engine.io.plates import Plate, image_precision
 from engine.job import ImageInput, SwapJob, parse_frames
 from engine.outputs import output_name
-from engine.quality import metrics
+from engine.quality import face_figures, iris, metrics, skin_colour, texture
+from engine.quality import lines as expression_lines
+from engine.quality.annotations import load_annotations
 from engine.quality.faces import FaceAnalyser, FoundFace, read_rgb, to_u8
 from engine.quality.reference_poisson import poisson_swap
-from engine.quality.sheets import sampled, write_face_crops, write_face_sheet, write_frame_sheet
+from engine.quality.sheets import sampled, write_face_crops, write_face_sheet, write_frame_sheet, write_zoom_crops
 
 MIN_FACE = 30.0  # faces smaller than this (box side, px) are not measured: dlib's landmarks are unreliable there
 TARGET_FACE = 60.0  # the issue's targets apply to faces at least this wide; smaller ones get their own row
@@ -45,6 +46,8 @@ class FaceRow:
     edge: float  # edge ratio of this face's matte contour alone (face_window)
     l_result: float  # mean L* inside the matte near the face (face_window grown 0.2), for the per-face flicker
     l_plate: float
+    extra: dict[str, float] = field(default_factory=dict)  # face_figures.measure: colour apart, lines, texture, iris
+    plate_labs: np.ndarray | None = None  # the plate's cheek Lab colours, for the colour noise floor
 
     @property
     def width(self) -> float:
@@ -66,6 +69,7 @@ class Run:
     untouched: list[float] = field(default_factory=list)
     coverage: list[float] = field(default_factory=list)
     covered: list[tuple[float, bool]] = field(default_factory=list)  # (width, replaced) per annotated/found face
+    prev: tuple[int, np.ndarray, np.ndarray] | None = None  # the last measured frame: number, plate, result
 
 
 def render(sources: list[str], target: str, frames: tuple[int | None, int | None], out_dir: str,
@@ -104,9 +108,11 @@ def source_identity(analyser: FaceAnalyser, sources: list[str]) -> tuple[np.ndar
 
 def measure_frame(run: Run, frame: int, plate709: np.ndarray, plate_faces: list[FoundFace], result709: np.ndarray,
                   matte: np.ndarray, analyser: FaceAnalyser, source_emb: np.ndarray,
-                  annotated: list[np.ndarray] | None = None) -> None:
+                  annotated: list[np.ndarray] | None = None, source_iris: np.ndarray | None = None) -> None:
     """Every per-frame figure of one run at the plate's faces found by the independent detector run (coverage on
     the hand-annotated boxes instead, when given)."""
+    before = run.prev[1:] if run.prev is not None and run.prev[0] == frame - 1 else None
+    run.prev = (frame, plate709, result709)
     # A long 1080p shot does not fit in memory: only the sheets' frames are kept, the rest as figures.
     if frame in run.keep:
         run.results[frame], run.mattes[frame] = result709, matte
@@ -125,12 +131,13 @@ def measure_frame(run: Run, frame: int, plate709: np.ndarray, plate_faces: list[
         seen = analyser.describe(result_u8, face.box, embed=True)
         ids = metrics.identity_figures([seen.embedding], source_emb, [face.embedding])
         win, near = face_window(face.box, matte.shape), face_window(face.box, matte.shape, 0.2)
+        extra, labs = face_figures.measure(plate709, result709, face.lm68, skin, before, source_iris)
         run.faces.append(FaceRow(frame, face.box, de76, de00, metrics.sharpness_ratio(result709, plate709, skin),
                                  ids["to_source"], ids["to_original"],
                                  metrics.expression_error(seen.lm68, face.lm68),
                                  metrics.edge_ratio(result709[win], plate709[win], matte[win]),
                                  metrics.mean_l_inside(result709[near], matte[near]),
-                                 metrics.mean_l_inside(plate709[near], matte[near])))
+                                 metrics.mean_l_inside(plate709[near], matte[near]), extra, labs))
 
 
 def face_window(box: np.ndarray, shape: tuple[int, ...], grow: float = 0.6) -> tuple[slice, slice]:
@@ -158,6 +165,7 @@ def summary(run: Run, small: bool = False) -> dict[str, float]:
 
     covered = [hit for w, hit in run.covered if (w < TARGET_FACE) == small]
     de76, de00 = [r.de76 for r in rows], [r.de00 for r in rows]
+    new = face_figures.summarise([(r.frame, r.box, r.plate_labs, r.extra) for r in rows if r.plate_labs is not None])
     return {
         "frames": len(frames), "faces": len(rows),
         "coverage": mean([float(h) for h in covered]),
@@ -172,7 +180,7 @@ def summary(run: Run, small: bool = False) -> dict[str, float]:
         "closer to source": mean([float(r.d_source < r.d_original) for r in rows]),
         "expression error": mean([r.expression for r in rows]),
         "untouched bit-exact": float(np.nanmin(run.untouched)) if run.untouched else float("nan"),
-    }
+    } | new
 
 
 DEFINITIONS = [
@@ -183,6 +191,10 @@ DEFINITIONS = [
     ("skin region", metrics.skin_region),
     ("identity", metrics.identity_figures), ("expression error", metrics.expression_error),
     ("mouth open ratio", metrics.mouth_open_ratio), ("untouched bit-exact", metrics.untouched_bit_exact),
+    ("dC / dH", skin_colour.chroma_hue_errors), ("colour noise floor", skin_colour.noise_floor),
+    ("nasolabial / crow's feet lines", expression_lines.line_ratios), ("line zones", expression_lines.zones),
+    ("line energy", expression_lines.valley_energy), ("texture band", texture.band), ("texture ratios", texture.ratios),
+    ("iris area", iris.iris_masks), ("iris colour", iris.iris_lab), ("iris figures", iris.iris_figures),
 ]
 
 
@@ -219,49 +231,22 @@ def write_markdown(path: str, command: str, rows: dict[str, dict[str, float]], n
     lines += ["", "## Definitions", ""]
     for name, fn in DEFINITIONS:
         doc = " ".join((fn.__doc__ or "").split())
-        lines.append(f"- **{name}** (`metrics.{fn.__name__}`): {doc}")
+        lines.append(f"- **{name}** (`{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}`): {doc}")
     lines.append("")
     atomic.write_text(path, "\n".join(lines))
 
 
-def _module_faces(path: str) -> dict:
-    """The literal FACES dict of an annotation module (tests/walkers_annotations.py), read without running it."""
-    with open(path, encoding="utf-8") as fh:
-        tree = ast.parse(fh.read(), path)
-    for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(
-            node, ast.Assign) else None)
-        if isinstance(target, ast.Name) and target.id == "FACES" and node.value is not None:
-            return ast.literal_eval(node.value)
-    raise ValueError("it has no literal FACES = {...} dict")
-
-
-def load_annotations(path: str | None) -> dict[int, list[np.ndarray]] | None:
-    """Hand-annotated faces in plate pixels: a JSON object {"<frame>": [[x0, y0, x1, y1], ...], ...} keyed by the
-    engine's frame numbers, or a Python module like tests/walkers_annotations.py whose FACES dict is keyed by
-    decode order from 0 (a movie's frame N is index N - 1, as the engine numbers movie frames from 1)."""
-    if not path:
-        return None
-    try:
-        if path.endswith(".py"):
-            data = {int(k) + 1: v for k, v in _module_faces(path).items()}
-        else:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
-        return {int(k): [np.asarray(b, np.float64).reshape(4) for b in v] for k, v in data.items()}
-    except (OSError, ValueError, TypeError, AttributeError, SyntaxError) as exc:
-        raise EngineError(f"the annotations '{path}' cannot be used ({exc})",
-                          'write them as JSON: {"1001": [[x0, y0, x1, y1], ...], ...}, or as a module with a '
-                          'literal FACES = {0: [(x0, y0, x1, y1), ...]} keyed by decode order') from exc
-
-
 def run_report(sources: list[str], target: str, frames: tuple[int | None, int | None], output: str,
                reference: str | None, settings: dict, command: str,
-               annotations: dict[int, list[np.ndarray]] | None = None) -> dict[str, dict[str, float]]:
+               annotations: dict[int, list[np.ndarray]] | None = None, rendered: str | None = None,
+               zoom: int = 0) -> dict[str, dict[str, float]]:
+    """``rendered``: measure the EXRs of ``python -m engine swap --composite --output DIR`` there instead of
+    rendering; ``zoom``: also write each sheet frame's measured faces at that many screen px per plate px."""
     os.makedirs(output, exist_ok=True)
-    render_dir = render(sources, target, frames, output, settings)
+    render_dir = rendered or render(sources, target, frames, output, settings)
     analyser = FaceAnalyser()
     source_emb, source_u8, source_lm = source_identity(analyser, sources)
+    source_iris = iris.iris_lab(colour.srgb_decode(source_u8 / 255.0), source_lm)
     plate = Plate(ImageInput(path=target))
     engine_run, ref_run = Run("engine"), Run(f"reference {reference}") if reference else None
     plates: dict[int, np.ndarray] = {}  # the sheets' frames only
@@ -283,6 +268,9 @@ def run_report(sources: list[str], target: str, frames: tuple[int | None, int | 
             if f in keep:
                 plates[f] = plate709
             path = os.path.join(render_dir, output_name(f))
+            if not os.path.exists(path):
+                raise EngineError(f"frame {f} was not rendered: '{path}' is missing",
+                                  "render the same frames with python -m engine swap --composite first")
             px, names, _ = read_exr(path)
             ch = {n: px[..., i] for i, n in enumerate(names)}
             comp = np.stack([ch["R"], ch["G"], ch["B"]], axis=-1)
@@ -292,7 +280,8 @@ def run_report(sources: list[str], target: str, frames: tuple[int | None, int | 
             engine_run.untouched.append(metrics.untouched_bit_exact(comp, stored, matte))
             boxes = annotations.get(f, []) if annotations is not None else None
             result709, ref709 = colour.to_rec709(comp, gamut), None
-            measure_frame(engine_run, f, plate709, plate_faces, result709, matte, analyser, source_emb, boxes)
+            measure_frame(engine_run, f, plate709, plate_faces, result709, matte, analyser, source_emb, boxes,
+                          source_iris)
             if ref_run is not None:
                 result_u8, ref_matte = plate_u8.copy(), np.zeros(matte.shape, np.float32)
                 for face in plate_faces:
@@ -302,9 +291,13 @@ def run_report(sources: list[str], target: str, frames: tuple[int | None, int | 
                     ref_matte = np.maximum(ref_matte, m)
                 ref_run.untouched.append(metrics.untouched_bit_exact(result_u8, plate_u8, ref_matte))
                 ref709 = colour.srgb_decode(result_u8 / 255.0)
-                measure_frame(ref_run, f, plate709, plate_faces, ref709, ref_matte, analyser, source_emb, boxes)
+                measure_frame(ref_run, f, plate709, plate_faces, ref709, ref_matte, analyser, source_emb, boxes,
+                              source_iris)
             crops += write_face_crops(os.path.join(output, "crops"), f, plate709, plate_faces, result709, matte,
                                       [r for r in engine_run.faces if r.frame == f], ref709)
+            if zoom and f in keep:
+                write_zoom_crops(os.path.join(output, f"zoom{zoom}x"), f, plate709, plate_faces, result709,
+                                 [r for r in engine_run.faces if r.frame == f], ref709, zoom)
     finally:
         plate.close()
     runs = [r for r in (engine_run, ref_run) if r is not None]
@@ -329,6 +322,7 @@ def run_report(sources: list[str], target: str, frames: tuple[int | None, int | 
     write_per_frame(os.path.join(output, "per_frame.csv"), [r for r in (engine_run, ref_run) if r is not None])
     notes.append(f"Per frame and face figures: `per_frame.csv`; each measured face's crops ({crops}): `crops/`.")
     write_markdown(os.path.join(output, "report.md"), command, rows, notes)
+    atomic.write_text(os.path.join(output, "figures.json"), json.dumps(rows, indent=1, allow_nan=True) + "\n")
     return rows
 
 
@@ -345,6 +339,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                          '[[x0, y0, x1, y1], ...]} or a module like '
                                                          'tests/walkers_annotations.py (default: an independent '
                                                          'detector)')
+    p.add_argument("--render", metavar="DIR", help="measure the EXRs that 'python -m engine swap --composite "
+                                                   "--output DIR' wrote for these frames instead of rendering")
+    p.add_argument("--zoom", type=int, default=0, metavar="N", help="also write each sheet frame's measured faces "
+                                                                    "at N times the plate's pixels (zoomNx/)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="an engine setting for the render, e.g. --set colour_match=gain; repeatable")
     return p
@@ -368,7 +366,7 @@ def main(argv: list[str]) -> int:
     try:
         rows = run_report(args.source, args.target, parse_frames(args.frames), args.output, args.reference,
                           _settings(args.set), "python -m engine quality " + " ".join(argv),
-                          load_annotations(args.annotations))
+                          load_annotations(args.annotations), args.render, args.zoom)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -126,3 +126,27 @@ def write_face_crops(folder: str, frame: int, plate: np.ndarray, faces: list[Fou
         _write(os.path.join(folder, f"f{frame:04d}_x{x0}_y{y0}_w{x1 - x0}.png"), np.hstack(tiles))
         written += 1
     return written
+
+
+def write_zoom_crops(folder: str, frame: int, plate: np.ndarray, faces: list[FoundFace], result: np.ndarray,
+                     rows: list[FaceRow], ref: np.ndarray | None, zoom: int = 3) -> int:
+    """One PNG per measured face of a frame, ``f<frame>_x<x0>_y<y0>.png``: plate | engine | reference of the face's
+    box grown by 0.15 of its width, each plate pixel drawn as ``zoom`` x ``zoom`` screen pixels (nearest: creases,
+    speckle and pale irises show as they are, not smoothed away). Returns how many were written."""
+    os.makedirs(folder, exist_ok=True)
+    boxes = {tuple(r.box) for r in rows}
+    images = [("plate", _u8(plate)), ("engine", _u8(result))] + ([] if ref is None else [("reference", _u8(ref))])
+    written = 0
+    for face in faces:
+        if tuple(face.box) not in boxes:
+            continue
+        x0, y0, x1, y1 = face.box
+        g = 0.15 * (x1 - x0)
+        h, w = plate.shape[:2]
+        ys = slice(max(int(y0 - g), 0), min(int(np.ceil(y1 + g)), h))
+        xs = slice(max(int(x0 - g), 0), min(int(np.ceil(x1 + g)), w))
+        tiles = [_label(np.repeat(np.repeat(img[ys, xs], zoom, 0), zoom, 1), f"{name} {frame} x{zoom}")
+                 for name, img in images]
+        _write(os.path.join(folder, f"f{frame:04d}_x{int(round(x0))}_y{int(round(y0))}.png"), np.hstack(tiles))
+        written += 1
+    return written
