@@ -22,6 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# A render needs consent per source identity (issue 14): the matrix confirms it for these internal test photos, in a
+# store of its own under --out, never the user's.
+CONSENT = "issue 33 quality matrix: ../shared/data test footage, internal measurement only"
 
 
 @dataclass(frozen=True)
@@ -64,14 +67,14 @@ def commit() -> str:
     return out.stdout.strip() + (" (engine/ edited, uncommitted)" if dirty else "")
 
 
-def run(cmd: list[str], log: str) -> float:
+def run(cmd: list[str], log: str, env: dict[str, str]) -> float:
     """Run one engine command from the repository root, its output appended to ``log``; returns its wall time.
     A failing command stops the matrix: a pair measured on a broken render would be a wrong row."""
     t0 = time.monotonic()
     with open(log, "a", encoding="utf-8") as fh:
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
-        proc = subprocess.run(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.run(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"'{' '.join(cmd)}' exited {proc.returncode}; see {log}")
     return time.monotonic() - t0
@@ -81,7 +84,7 @@ def commands(pair: Pair, data: str, out: str) -> tuple[list[str], list[str]]:
     plate, source = os.path.join(data, pair.plate), os.path.join(data, pair.source)
     render, report = os.path.join(out, pair.slug, "render"), os.path.join(out, pair.slug, "report")
     swap = [sys.executable, "-m", "engine", "swap", "--source", source, "--target", plate, "--frames", pair.frames,
-            "--composite", "--skip-existing", "--quiet", "--output", render]
+            "--composite", "--consent", CONSENT, "--skip-existing", "--quiet", "--output", render]
     quality = [sys.executable, "-m", "engine", "quality", "--source", source, "--target", plate, "--frames",
                pair.frames, "--reference", "poisson", "--render", render, "--zoom", "3", "--output", report]
     return swap, quality
@@ -122,12 +125,13 @@ def main(argv: list[str]) -> int:
         p.error(f"no pair named in '{args.pairs}'")
     os.makedirs(out, exist_ok=True)
     log = os.path.join(out, "matrix.log")
+    env = {**os.environ, "FACE_FUSION_CONSENT_FILE": os.path.join(out, "consent.json")}
     rows: dict[str, dict[str, dict[str, float]]] = {}
     walls: dict[str, tuple[float, float]] = {}
     for pair in chosen:
         swap, quality = commands(pair, os.path.abspath(args.data), out)
-        t_swap = run(swap, log)
-        t_quality = run(quality, log)
+        t_swap = run(swap, log, env)
+        t_quality = run(quality, log, env)
         with open(os.path.join(out, pair.slug, "report", "figures.json"), encoding="utf-8") as fh:
             rows[pair.slug] = json.load(fh)
         walls[pair.slug] = (t_swap, t_quality)
