@@ -64,6 +64,10 @@ def test_quality_measures_a_swap_render_and_writes_zoomed_sheets(tmp_path, photo
     assert np.isnan(engine["dE00 floor median"])  # one still photo: no consecutive plate frames, no floor
     text = (out / "report.md").read_text()
     assert "**iris figures** (`iris.iris_figures`)" in text and "**texture band** (`texture.band`)" in text
+    per_frame = (out / "per_frame.csv").read_text().splitlines()
+    header, face = per_frame[0].split(","), per_frame[1].split(",")
+    assert header[-1] == "iris_level" and "crows_feet" in header and len(face) == len(header)
+    assert float(face[header.index("iris_level")]) == pytest.approx(engine["iris level"], abs=1e-4)  # one face
     zooms = sorted((out / "zoom3x").iterdir())
     assert len(zooms) == 1
     sheet = cv2.imread(str(zooms[0]))

@@ -10,6 +10,10 @@ import numpy as np
 
 from engine.quality import iris, lines, skin_colour, texture
 
+# The per-face figures of measure, in per_frame.csv's column order.
+PER_FACE = ("dC", "dH", *lines.ZONES, "texture plate", "texture result", "texture change plate",
+            "texture change result", "iris hue error", "iris chroma ratio", "iris level")
+
 
 def measure(plate: np.ndarray, result: np.ndarray, lm68: np.ndarray, skin: np.ndarray,
             before: tuple[np.ndarray, np.ndarray] | None, source_iris: np.ndarray | None

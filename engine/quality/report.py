@@ -201,7 +201,8 @@ DEFINITIONS = [
 def write_per_frame(path: str, runs: list[Run]) -> None:
     """per_frame.csv: one line per run, frame and measured face (frame-wide figures repeated on each face)."""
     lines = ["run,frame,face_x0,face_y0,face_x1,face_y1,dE76,dE00,sharpness,identity_to_source,"
-             "identity_to_original,expression_error,face_edge_ratio,frame_edge_ratio,coverage,untouched_bit_exact"]
+             "identity_to_original,expression_error,face_edge_ratio,frame_edge_ratio,coverage,untouched_bit_exact,"
+             + ",".join(k.replace(" ", "_").replace("'", "") for k in face_figures.PER_FACE)]
     for run in runs:
         frames = run.frames
         per_frame = {f: (run.edge[i], run.coverage[i], run.untouched[i]) for i, f in enumerate(frames)}
@@ -209,7 +210,7 @@ def write_per_frame(path: str, runs: list[Run]) -> None:
             e, c, u = per_frame[r.frame]
             lines.append(",".join([run.name, str(r.frame), *(f"{v:.0f}" for v in r.box)] + [
                 f"{v:.4f}" for v in (r.de76, r.de00, r.sharpness, r.d_source, r.d_original, r.expression, r.edge, e, c,
-                                   u)]))
+                                   u, *(r.extra.get(k, np.nan) for k in face_figures.PER_FACE))]))
         measured = {r.frame for r in run.faces}
         for f in frames:
             if f not in measured:
