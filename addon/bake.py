@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import (
+    bake_progress,
     blend_user,
     cache_move,
     compat,
@@ -68,7 +69,7 @@ class TargetBake:
     copy_err: Any = None  # its stderr (a temp file: a pipe could fill up and stall it)
     needed: list[int] = field(default_factory=list)  # every plate frame of the range, made now or before
     faces_seen: dict[int, coverage.FrameFaces] = field(default_factory=dict)  # from events, not yet recorded
-    analysed: tuple[int, int] = (0, 0)  # frames of the shot analysed of its total (the engine's progress events)
+    analysis: dict[str, Any] = field(default_factory=dict)  # the engine's last shot-analysis progress event
 
 
 def no_face_ranges(item: TargetBake) -> list[tuple[int, int]]:
@@ -111,8 +112,8 @@ class BakeRun:
 
     @property
     def progress(self) -> float:
-        total = self.total
-        return 1.0 if total == 0 else sum(len(i.done) for i in self.items) / total
+        """0..1, never going backwards: the shot analysis and then the frames (bake_progress)."""
+        return bake_progress.run_fraction(self.items)
 
     @property
     def finished(self) -> bool:
@@ -180,7 +181,7 @@ class BakeRun:
         elif kind == "warning":  # a frame's warning is numbered in scene frames; no-face ones go in the summary
             self.warnings += frame_warnings.text(item, event)
         elif kind == "progress" and event.get("stage") == "analyse":  # the shot analysis before the first frame
-            item.analysed = (int(event.get("done", 0)), int(event.get("total", 0)))
+            item.analysis = event
         elif kind == "provider":  # what a neural model really runs on (never a silent CPU fallback)
             self.providers[str(event.get("model", "?"))] = str(event.get("provider", "?"))
             for w in event.get("warnings") or []:

@@ -8,7 +8,7 @@ from typing import Any
 
 import bpy
 
-from . import bake, bake_report, lookup, op_consent, open_runs, plates, retarget, session
+from . import bake, bake_progress, bake_report, lookup, op_consent, open_runs, plates, retarget, session
 from .op_common import OwnerOp, redraw_editors
 from .targets import Target, output_name
 
@@ -126,13 +126,8 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
         wm = context.window_manager
         runtime = wm.face_fusion_runtime
         runtime.progress = run.progress
-        done = sum(len(i.done) for i in run.items)
-        analysing = [i.analysed for i in run.items if 0 <= i.analysed[0] < i.analysed[1]]
-        if not done and analysing:  # the shot analysis comes before the first frame: say how far it got
-            runtime.message = f"Face Fusion: analysing the shot, {100 * analysing[0][0] // analysing[0][1]}%"
-        else:
-            runtime.message = f"Face Fusion: {done}/{run.total} frames"
-        runtime.message += " (cancelling)" if run.cancelled else ""
+        # the shot analysis (frames of the shot, which pass) before a target's first frame, then frames made
+        runtime.message = bake_progress.status_line(run.items) + (" (cancelling)" if run.cancelled else "")
         wm.progress_update(run.progress)
         if context.workspace is not None:
             context.workspace.status_text_set(runtime.message + "  —  Esc to cancel")

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from engine import progress
 from engine.analysis import store
 from engine.analysis.compute import AnalysisRun, analyse_plate
 from engine.analysis.models import SOURCE_FACE_MODELS, FaceModels, analysis_settings, face_models
@@ -58,7 +59,7 @@ def obtain(run: AnalysisRun, memo: OrderedDict[str, ShotAnalysis] | None = None)
             run.emit({"type": "warning", "frame": None, "message": problem})
     else:
         n = len(analysis.frames)
-        run.emit({"type": "progress", "stage": "analyse", "done": n, "total": n})
+        run.emit(progress.analysis_progress(1, n, n, passes=1, name="read from the cache"))
     if memo is not None:
         memo[key] = analysis
         while len(memo) > MEMO_SIZE:

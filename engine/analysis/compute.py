@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import render_pool
+from engine import progress, render_pool
 from engine.analysis import models as am
 from engine.analysis import stats as track_stats
 from engine.analysis.frame_store import FrameStore
@@ -70,7 +70,10 @@ class _Frames:
     def tick(self) -> None:
         self.run.check_cancel()
         self.done += 1
-        self.run.emit({"type": "progress", "stage": "analyse", "done": self.done, "total": self.total})
+        # every pass reads each frame once, in order: the count says which pass and which frame of the shot
+        n = len(self.frames)
+        index = (self.done - 1) // n + 1
+        self.run.emit(progress.analysis_progress(index, self.done - (index - 1) * n, n, self.total // n))
 
     def has_bytes(self, f: int) -> bool:
         """Whether ``read_lin(f)`` comes from kept frames (any thread) rather than the decoder (one thread)."""

@@ -14,7 +14,9 @@ EVENT_TYPES: dict[str, str] = {
     "warning": "frame (or null), message",
     "frame_done": "frame, path, faces, seconds, confidence (per replaced face, Face1..N, in [0, 1]): one EXR "
                   "written",
-    "progress": "stage (analyse | render), done, total; render also fps, eta (seconds or null)",
+    "progress": "stage (analyse | render), done, total (never going backwards); render also fps, eta (seconds or "
+                "null); analyse also pass, passes, pass_name, pass_done, frames (frames of the shot read in this "
+                "pass of the shot analysis)",
     "done": "seconds, result (render: frames, output_dir, models; preview/frame/analyse/echo: fields and layers)",
     "error": "message: one line naming the problem and what to do",
     "cancelled": "reason (optional)",

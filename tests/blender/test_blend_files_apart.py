@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -135,10 +136,11 @@ op._run = ff_addon.open_runs.track(ff_addon.bake.start([item], ff_addon.op_bake.
 ctx.window_manager.face_fusion_runtime.running = True
 timer = SimpleNamespace(type="TIMER")
 deadline = time.monotonic() + 300
-messages = []
+messages, fractions = [], []
 while not item.done and time.monotonic() < deadline:
     assert op.modal(ctx, timer) == {"RUNNING_MODAL"}
     messages.append(ctx.window_manager.face_fusion_runtime.message)
+    fractions.append(ctx.window_manager.face_fusion_runtime.progress)
     time.sleep(0.1)
 folder = item.folder
 frames = lambda: {f: os.stat(os.path.join(folder, f)).st_mtime_ns for f in os.listdir(folder) if f.endswith(".exr")}
@@ -161,7 +163,7 @@ print("RESULT " + json.dumps({"landed": len(landed), "at_close": at_close, "late
                               "reports": op.reports, "message": message, "running": running,
                               "closed": run.closed, "finished": run.finished,
                               "active": ff_addon.open_runs.active(), "messages": messages,
-                              "analysed": item.analysed}))
+                              "analysis": item.analysis, "fractions": fractions}))
 """
 
 
@@ -186,10 +188,16 @@ def test_file_new_during_a_bake_stops_it(installed, media_30, tmp_path, close):
     assert r["message"] == "" and not r["running"]
     if close != "new":  # the shot was analysed by the first run
         return
-    # before the first frame, the panel's progress line said how far the shot analysis got (a fresh plate)
-    assert r["analysed"][0] == r["analysed"][1] >= 30, r["analysed"]  # (the engine counts each pass's frames)
-    analysing = [m for m in r["messages"] if m.startswith("Face Fusion: analysing the shot, ")]
-    assert analysing and analysing[-1].endswith("%"), r["messages"]
+    # before the first frame, the panel's progress line said how far the shot analysis got (a fresh plate), in
+    # frames of the shot with the pass's name; the bar's fraction never went backwards, analysis to frames
+    an = r["analysis"]
+    assert (an["pass"], an["passes"], an["pass_done"], an["frames"]) == (3, 3, 30, 30), an
+    analysing = [m for m in r["messages"] if m.startswith("Face Fusion: analysing the shot: ")]
+    assert analysing, r["messages"]
+    for m in analysing:
+        assert re.fullmatch(r"Face Fusion: analysing the shot: (finding shot cuts|finding faces|measuring faces), "
+                            r"frame ([0-9]+) of 30 \(pass [123] of 3\)", m), m
+    assert r["fractions"] == sorted(r["fractions"]) and 0 < r["fractions"][-1] < 1, r["fractions"]
 
 
 UNSAVED = PRELUDE + """
