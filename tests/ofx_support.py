@@ -26,6 +26,16 @@ def build() -> None:
     assert os.path.exists(BUNDLE)
 
 
+def test_host(*needed: str) -> str:
+    """The built test host (ofx/tests/test_host.cpp); the test is skipped when a shared file it needs is not here."""
+    if not all(os.path.exists(p) for p in needed):
+        import pytest
+
+        pytest.skip("the shared photos are not here")
+    build()
+    return os.path.join(BUILD, "test_host")
+
+
 def host_env(tmp, *, consent_all: bool = False, **extra: str) -> dict[str, str]:
     """A host's environment: the plugin finds the engine by $FACE_FUSION_ENGINE_*, melt by PATH."""
     env = {k: v for k, v in os.environ.items() if k != "FACE_FUSION_CONSENT_ALL" or consent_all}

@@ -7,7 +7,6 @@ render threads at once against an engine with one render worker. Every host run'
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -29,10 +28,7 @@ CONSENTED = {"source1": SOURCE, "consent_note": NOTE}
 
 @pytest.fixture(scope="module")
 def host() -> str:
-    if not os.path.exists(SOURCE):
-        pytest.skip("the shared photos are not here")
-    ofx_support.build()
-    return os.path.join(ofx_support.BUILD, "test_host")
+    return ofx_support.test_host(SOURCE)
 
 
 @pytest.fixture(scope="module")

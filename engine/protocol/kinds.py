@@ -9,6 +9,7 @@ travels in the add-on, which has no pipeline), and what ``job.wait()`` returns o
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,7 @@ from .messages import (
 from .responsible import consent_records, parse_consent, parse_sign
 
 FRAME_MIN, FRAME_MAX = -(1 << 31), 1 << 31
+CLIP_ID_RE = re.compile(r"[0-9a-f]{32,64}")
 MAX_RENDER_WORKERS = 64  # a job's render threads (engine.render_pool)
 MAX_FRAMES_PER_JOB = 1_000_000  # 11.5 hours at 24 fps: far above any shot, far below what would exhaust memory
 
@@ -129,6 +131,45 @@ def _parse_host_frame(msg: dict[str, Any]) -> dict[str, Any]:
     """A compositing host's final frame (issue 37, the OpenFX plugin): pixels in, pixels back, audited."""
     out = _parse_frame_job(msg, True)
     out["host"] = str_field(msg, "host", required=False, default="", max_len=256)  # named in the audit line
+    # the clip whose frames the engine holds (the "clip" kinds): the frame is rendered from its one shot analysis
+    out["clip"] = _clip(msg, required=False)
+    if out["clip"] is not None and not out["clip"]["first"] <= out["frame"] <= out["clip"]["last"]:
+        raise ProtocolError(f"frame {out['frame']} is outside the clip's frames {out['clip']['first']} to "
+                            f"{out['clip']['last']}")
+    return out
+
+
+def _clip(msg: dict[str, Any], required: bool = True) -> dict[str, Any] | None:
+    """A host's clip (issue 37 item 5): {"id": hex digest of its frames, "first", "last", "width", "height"}."""
+    ref = msg.get("clip")
+    if ref is None and not required:
+        return None
+    if not isinstance(ref, dict):
+        raise ProtocolError(f"field 'clip' must be an object with id, first, last, width and height, got "
+                            f"{type_name(ref)}")
+    clip_id = str_field(ref, "id", max_len=64)
+    if not CLIP_ID_RE.fullmatch(clip_id):
+        raise ProtocolError(f"clip id {clip_id!r} must be 32 to 64 lowercase hex digits")
+    out: dict[str, Any] = {"id": clip_id}
+    for key in ("first", "last"):
+        out[key] = int_field(ref, key, lo=FRAME_MIN, hi=FRAME_MAX)
+    for key in ("width", "height"):
+        out[key] = int_field(ref, key, lo=1, hi=1 << 16)
+    if out["last"] < out["first"] or out["last"] - out["first"] + 1 > MAX_FRAMES_PER_JOB:
+        raise ProtocolError(f"clip frames {out['first']} to {out['last']} are no range of at most "
+                            f"{MAX_FRAMES_PER_JOB} frames")
+    return out
+
+
+def _parse_clip_frame(msg: dict[str, Any]) -> dict[str, Any]:
+    """One frame of a host's clip, into the engine's store of it."""
+    out = {"clip": _clip(msg), "plate": check_image(msg.get("plate"), "plate"),
+           "frame": int_field(msg, "frame", lo=FRAME_MIN, hi=FRAME_MAX)}
+    if not out["clip"]["first"] <= out["frame"] <= out["clip"]["last"]:
+        raise ProtocolError(f"frame {out['frame']} is outside the clip's frames {out['clip']['first']} to "
+                            f"{out['clip']['last']}")
+    if "slot" not in out["plate"]:
+        raise ProtocolError("plate: a clip's frame is pixels in a slot, not a path")
     return out
 
 
@@ -176,6 +217,11 @@ JOB_KINDS: dict[str, JobKind] = {k.name: k for k in (
     # A host's render is a deliverable (issue 37): the render lane, watermark, consent, audit line and provenance,
     # like "render", with the pixels back in a slot like "preview".
     JobKind("frame", _parse_host_frame, "run_frame", _host_frame_result, lane="render"),
+    # A host clip's frames, handed over once for its one shot analysis (issue 37 item 5): "clip" says which frames
+    # the engine lacks, "clip_frame" stores one. Never behind a render: the render waiting on them needs them.
+    JobKind("clip", lambda m: {"clip": _clip(m)}, "run_clip", _fields_result, image="", settings=False,
+            pixels_back=False),
+    JobKind("clip_frame", _parse_clip_frame, "run_clip_frame", _fields_result, settings=False, pixels_back=False),
     JobKind("echo", _parse_echo, "run_echo", lambda _ev, layers: layers["rgba"], image="image", settings=False),
     # Responsible use (issue 14): no main image; results are JSON fields. "sign" writes into Blender's output folder.
     JobKind("consent", lambda m: parse_consent(m, _sources(m, True)), "run_consent", _fields_result, image="",

@@ -207,6 +207,7 @@ def run_echo(engines: EngineHolder, req: dict[str, Any], image: ImageInput, sour
 # Responsible use (issue 14): the consent and sign kinds' runners, and render/preview with the consent a request
 # carries (a preview, like a render, shows no face of an identity without a confirmation).
 # Issue 37: a compositing host's final frame (the OpenFX plugin), audited like a render.
+from . import host_clips  # noqa: E402
 from .host_frames import host_frame  # noqa: E402
 from .responsible_jobs import carrying_consent, run_consent, run_sign  # noqa: E402, F401
 
@@ -215,6 +216,18 @@ def run_frame(engines: EngineHolder, req: dict[str, Any], plate: ImageInput, sou
               settings: Any, emit: Callable[[dict[str, Any]], None], cancel: threading.Event) -> JobOutput:
     fields, layers = host_frame(engines, req, plate, sources, settings, emit, cancel)
     return JobOutput(fields=fields, layers=[Layer(name, pixels) for name, pixels in layers])
+
+
+def run_clip(engines: EngineHolder, req: dict[str, Any], plate: ImageInput | None, sources: list[ImageInput],
+             settings: Any, emit: Callable[[dict[str, Any]], None], cancel: threading.Event) -> JobOutput:
+    return JobOutput(fields={"missing": host_clips.missing(req["clip"])})
+
+
+def run_clip_frame(engines: EngineHolder, req: dict[str, Any], plate: ImageInput, sources: list[ImageInput],
+                   settings: Any, emit: Callable[[dict[str, Any]], None], cancel: threading.Event) -> JobOutput:
+    assert plate.pixels is not None  # the protocol refuses a clip frame given as a path
+    host_clips.store_frame(req["clip"], req["frame"], plate.pixels)
+    return JobOutput(fields={"frame": req["frame"]})
 
 
 run_render = carrying_consent(run_render)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace ff {
 
@@ -40,7 +41,34 @@ std::vector<float> to_engine(const HostImage& img) {
   return out;
 }
 
-void from_engine(const float* rgba, const HostImage& img, int wx1, int wy1, int wx2, int wy2, bool srgb) {
+void unpremultiply(std::vector<float>& rgba) {
+  for (size_t i = 0; i + 3 < rgba.size(); i += 4) {
+    const float a = rgba[i + 3];
+    if (a > 0.0f && a != 1.0f)
+      for (int k = 0; k < 3; ++k) rgba[i + k] /= a;
+  }
+}
+
+void keep_untouched(const float* result, const float* sent, const HostImage& in, const HostImage& out, int wx1,
+                    int wy1, int wx2, int wy2) {
+  const int w = in.width();
+  const size_t px = in.depth == Depth::Float ? 16 : in.depth == Depth::Short ? 8 : 4;
+  wx1 = std::max(wx1, out.x1);
+  wy1 = std::max(wy1, out.y1);
+  wx2 = std::min(wx2, out.x2);
+  wy2 = std::min(wy2, out.y2);
+  for (int y = wy1; y < wy2; ++y) {
+    const size_t top = size_t(in.y2 - 1 - y) * w * 4;  // the engine's rows are top first
+    for (int x = wx1; x < wx2; ++x) {
+      const size_t at = top + size_t(x - in.x1) * 4;
+      if (std::memcmp(result + at, sent + at, 16) == 0)
+        std::memcpy(row_of(out, y) + size_t(x - out.x1) * px, row_of(in, y) + size_t(x - in.x1) * px, px);
+    }
+  }
+}
+
+void from_engine(const float* rgba, const HostImage& img, int wx1, int wy1, int wx2, int wy2, bool srgb,
+                 bool engine_premult, bool host_premult) {
   const int w = img.width();
   wx1 = std::max(wx1, img.x1);
   wy1 = std::max(wy1, img.y1);
@@ -52,10 +80,17 @@ void from_engine(const float* rgba, const HostImage& img, int wx1, int wy1, int 
     for (int x = wx1; x < wx2; ++x) {
       const float* p = src + size_t(x - img.x1) * 4;
       double c[4] = {p[0], p[1], p[2], p[3]};
-      if (srgb) {
-        const double a = c[3];
-        const bool premult = a > 0 && a < 1;  // encode the colour, not colour times coverage
-        for (int k = 0; k < 3; ++k) c[k] = premult ? srgb_encode(c[k] / a) * a : srgb_encode(c[k]);
+      const double a = c[3];
+      if (srgb || engine_premult != host_premult) {
+        // straight colour (encode the colour, not colour times coverage); alpha 0 or 1: nothing to divide
+        const bool divide = engine_premult && a > 0 && a < 1;
+        const bool multiply = host_premult && (engine_premult ? divide : a < 1);
+        for (int k = 0; k < 3; ++k) {
+          double s = divide ? c[k] / a : c[k];
+          if (srgb)
+            s = srgb_encode(s);
+          c[k] = multiply ? s * a : s;
+        }
       }
       const size_t at = size_t(x - img.x1) * 4;
       for (int k = 0; k < 4; ++k) {

@@ -24,9 +24,18 @@ struct HostImage {
 
 // The host image as float RGBA, top row first (what the engine reads from a slot).
 std::vector<float> to_engine(const HostImage& img);
+// Premultiplied colour made straight, in place: RGB / A where A > 0 (A = 0 keeps its RGB: nothing to divide by).
+void unpremultiply(std::vector<float>& rgba);
 // Write engine RGBA (top row first, width x height = the image's bounds) into the host image's window
-// [wx1, wx2) x [wy1, wy2). ``srgb``: encode RGB with the sRGB curve (premultiplied colour is unpremultiplied first).
-void from_engine(const float* rgba, const HostImage& img, int wx1, int wy1, int wx2, int wy2, bool srgb);
+// [wx1, wx2) x [wy1, wy2). ``srgb``: encode RGB with the sRGB curve, which applies to straight colour.
+// ``engine_premult``: the engine's colour is premultiplied by its alpha (the face layer), else straight (the
+// composite); ``host_premult``: the host gets colour premultiplied by alpha, else straight.
+void from_engine(const float* rgba, const HostImage& img, int wx1, int wy1, int wx2, int wy2, bool srgb,
+                 bool engine_premult, bool host_premult);
+// Where the engine's result equals what it was sent (all four channels, bit for bit: a pixel the swap did not
+// touch), put the input's own pixel into the output, so untouched pixels survive un- and re-premultiplying exactly.
+void keep_untouched(const float* result, const float* sent, const HostImage& in, const HostImage& out, int wx1,
+                    int wy1, int wx2, int wy2);
 
 double srgb_encode(double linear);
 

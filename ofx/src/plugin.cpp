@@ -55,6 +55,11 @@ const char* const kOutputHelp[] = {"The plate with the new face",
                                    "The skin matte",
                                    "The source region matte"};
 const char* const kSpaces[] = {"auto", "linear", "sRGB", "ACEScg", "ACES2065-1"};
+const char* const kAnalyses[] = {"clip", "frame"};
+const char* const kAnalysisHelp[] = {
+    "One shot analysis over the whole input clip, read by every frame (as a Blender bake): the host hands the "
+    "plugin every frame of the clip once",
+    "Each frame analysed as a shot of its own: no tracking, smoothing or pooled colour across frames"};
 const int kSources = 4;
 
 // ------------------------------------------------------------------------------------------- parameters
@@ -306,7 +311,7 @@ void clear_message(OfxImageEffectHandle effect) {
     gMessage2->clearPersistentMessage(effect);
 }
 
-// ---------------------------------------------------------------------------------------------- render
+// ---------------------------------------------------------------------------------------- host images
 
 struct Image {  // a fetched clip image, released when it goes
   OfxPropertySetHandle handle = nullptr;
@@ -379,6 +384,169 @@ Json consent_records(EngineClient& client, const Json& sources, const std::strin
   return Json(Json::Array{rec});
 }
 
+// ------------------------------------------------------------------------------------------ the clip
+
+// Whether the host's image holds colour premultiplied by its alpha: the image's own property, else its clip's.
+bool premultiplied(OfxPropertySetHandle img, OfxImageClipHandle clip) {
+  char* state = nullptr;
+  if (gProp->propGetString(img, kOfxImageEffectPropPreMultiplication, 0, &state) != kOfxStatOK || !state) {
+    OfxPropertySetHandle props = nullptr;
+    state = nullptr;
+    if (gEffect->clipGetPropertySet(clip, &props) == kOfxStatOK)
+      gProp->propGetString(props, kOfxImageEffectPropPreMultiplication, 0, &state);
+  }
+  return state && std::strcmp(state, kOfxImagePreMultiplied) == 0;
+}
+
+// What the engine gets of a host image: float RGBA, top row first, straight colour (the engine swaps colour, not
+// colour times coverage).
+std::vector<float> engine_pixels(const HostImage& img, bool premult) {
+  std::vector<float> px = to_engine(img);
+  if (premult)
+    unpremultiply(px);
+  return px;
+}
+
+size_t pixel_bytes(Depth d) {
+  return d == Depth::Float ? 16 : d == Depth::Short ? 8 : 4;
+}
+
+// The SHA-256 of a host image's pixels as the host holds them (its own bytes, row by row), with its size and depth.
+std::string pixels_digest(const HostImage& in) {
+  Sha256 hash;
+  const size_t row = size_t(in.width()) * pixel_bytes(in.depth);
+  for (int y = in.y1; y < in.y2; ++y) hash.update(static_cast<const char*>(in.data) + long(y - in.y1) * in.row_bytes, row);
+  const std::string shape = std::to_string(in.width()) + "x" + std::to_string(in.height()) + "/" +
+                            std::to_string(int(in.depth));
+  hash.update(shape.data(), shape.size());
+  return hash.digest();
+}
+
+// A clip as the engine knows it (engine/server/host_clips.py): its id is the digest of every frame's pixels, so a
+// changed input is a new clip with a new shot analysis.
+struct ClipInfo {
+  std::string id;
+  long long first = 0, last = 0;
+  int width = 0, height = 0;
+  bool premult = false;
+  Json json() const {
+    Json c;
+    c.set("id", id).set("first", first).set("last", last).set("width", width).set("height", height);
+    return c;
+  }
+};
+
+// What an instance knows of its input clip: the last clip id and each frame's digest. Locked while a clip is
+// gathered and handed over, so the host's other render threads wait for it rather than doing it again.
+struct ClipState {
+  std::mutex lock;
+  ClipInfo info;
+  std::map<long long, std::string> digests;
+};
+std::mutex gClipsLock;
+std::map<const void*, std::shared_ptr<ClipState>>& clip_states() {  // by instance
+  static auto* states = new std::map<const void*, std::shared_ptr<ClipState>>();
+  return *states;
+}
+std::shared_ptr<ClipState> clip_state(OfxImageEffectHandle effect) {
+  std::lock_guard<std::mutex> hold(gClipsLock);
+  auto& s = clip_states()[effect];
+  if (!s)
+    s = std::make_shared<ClipState>();
+  return s;
+}
+
+// The input clip's frame range (its kOfxImageEffectPropFrameRange), false when the host gives none.
+bool frame_range(OfxImageClipHandle clip, double range[2]) {
+  OfxPropertySetHandle props = nullptr;
+  return gEffect->clipGetPropertySet(clip, &props) == kOfxStatOK && props &&
+         gProp->propGetDoubleN(props, kOfxImageEffectPropFrameRange, 2, range) == kOfxStatOK;
+}
+
+const long long kMaxClipFrames = 100000;  // the engine's own limit per job is far above; this is a shot
+bool gTemporal = false;                   // the host offers temporal clip access (MLT does not)
+
+// The clip's frame ``f`` fetched from the host, checked to be the size of the rendered frame.
+HostImage clip_frame(OfxImageClipHandle src, long long f, const HostImage& like, Image& holder) {
+  if (gEffect->clipGetImage(src, double(f), nullptr, &holder.handle) != kOfxStatOK)
+    throw EngineError("the host gave no image of frame " + std::to_string(f) + " of the input clip");
+  HostImage img = host_image(holder.handle);
+  if (img.width() != like.width() || img.height() != like.height() || img.depth != like.depth)
+    throw EngineError("frame " + std::to_string(f) + " of the input clip differs in size or depth from the "
+                      "rendered frame; one shot analysis needs one format (or set Shot Analysis to frame)");
+  return img;
+}
+
+// The input clip's identity for the frame at ``t`` whose pixels have ``digest``. Known frames are not fetched again:
+// the clip is gathered anew (every frame fetched and hashed) when the instance has not seen it, its range changed,
+// or the rendered frame's pixels differ from the ones it recorded (an edit upstream the host re-renders).
+ClipInfo clip_of(OfxImageEffectHandle effect, ClipState& state, OfxImageClipHandle src, long long t,
+                 const std::string& digest, const HostImage& in, bool premult) {
+  double range[2] = {0, 0};
+  if (!frame_range(src, range))
+    throw EngineError("the host gives no frame range of the input clip: set Shot Analysis to frame");
+  const double a = range[0], b = range[1];
+  const long long first = std::llround(std::ceil(a)), last = std::llround(std::floor(b));
+  if (last < first || t < first || t > last)
+    throw EngineError("frame " + std::to_string(t) + " is outside the input clip's frames " + std::to_string(first) +
+                      " to " + std::to_string(last));
+  if (last - first + 1 > kMaxClipFrames)
+    throw EngineError("the input clip has " + std::to_string(last - first + 1) + " frames, more than the " +
+                      std::to_string(kMaxClipFrames) + " one shot analysis takes: trim it or set Shot Analysis to frame");
+  ClipInfo& known = state.info;
+  auto seen = state.digests.find(t);
+  if (!known.id.empty() && known.first == first && known.last == last && known.width == in.width() &&
+      known.height == in.height() && known.premult == premult && seen != state.digests.end() && seen->second == digest)
+    return known;
+  std::map<long long, std::string> digests;
+  Sha256 all;
+  for (long long f = first; f <= last; ++f) {
+    if (gEffect->abort(effect))
+      throw EngineError("the host stopped the render while the clip was read");
+    if (f == t) {
+      digests[f] = digest;
+    } else {
+      Image holder;
+      digests[f] = pixels_digest(clip_frame(src, f, in, holder));
+    }
+    all.update(digests[f].data(), digests[f].size());
+  }
+  const std::string shape = std::to_string(first) + ":" + std::to_string(last) + (premult ? "/premultiplied" : "");
+  all.update(shape.data(), shape.size());
+  known = ClipInfo{to_hex(all.digest()), first, last, in.width(), in.height(), premult};
+  state.digests = std::move(digests);
+  return known;
+}
+
+// Hand the engine the frames of the clip it lacks (none, once it holds the clip: its store outlives a restart).
+void hand_over(OfxImageEffectHandle effect, EngineClient& client, ClipState& state, OfxImageClipHandle src,
+               const HostImage& in, const std::string& space) {
+  const ClipInfo& clip = state.info;
+  Json ask;
+  ask.set("clip", clip.json());
+  const Json missing = client.run_job("clip", ask).result["missing"];
+  for (const Json& number : missing.is_array() ? missing.as_array() : Json::Array{}) {
+    const long long f = number.as_int();
+    if (gEffect->abort(effect))
+      throw EngineError("the host stopped the render while the clip was handed to the engine");
+    Image holder;
+    const HostImage img = clip_frame(src, f, in, holder);
+    if (pixels_digest(img) != state.digests[f]) {  // the host's upstream gave other pixels: the id would lie
+      state.info.id.clear();
+      throw EngineError("the host gave frame " + std::to_string(f) + " of the input clip with other pixels than "
+                        "a moment ago; render again");
+    }
+    const std::vector<float> px = engine_pixels(img, clip.premult);
+    Json put;
+    put.set("clip", clip.json())
+        .set("frame", f)
+        .set("plate", client.put_image(px.data(), img.width(), img.height(), space, "OpenFX clip"));
+    client.run_job("clip_frame", put);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- render
+
 OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
   double t = 0;
   int window[4];
@@ -407,6 +575,7 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
                         "pixels (reformat to square pixels before this node)");
     if (in.width() != out.width() || in.height() != out.height() || in.x1 != out.x1 || in.y1 != out.y1)
       throw EngineError("the source and output images differ in size; Face Fusion renders whole frames");
+    const bool premult = premultiplied(src.handle, src_clip);
 
     // What the engine gets: the parameters, the sources, the picture in its colour space.
     Json settings = settings_of(params, t);
@@ -415,6 +584,9 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
     std::string space = kSpaces[std::clamp(get_int(params, "input_colorspace", t), 0, int(std::size(kSpaces)) - 1)];
     if (space == "auto")
       space = in.depth == Depth::Float ? "linear" : "sRGB";
+    // One shot analysis over the clip where the host lets us read it; each frame alone otherwise (MLT), and for a
+    // time between frames (motion blur, retimes), which is no frame of the clip.
+    const bool whole_clip = gTemporal && get_int(params, "shot_analysis", t) == 0 && t == std::floor(t);
     Json sources = Json(Json::Array{});
     Json::Array list;
     for (int i = 1; i <= kSources; ++i) {
@@ -430,38 +602,54 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
       throw EngineError("no source photo: set Source Photo 1 to a photo of the new face");
     sources = Json(list);
     const std::string note = get_string(params, "consent_note", t);
+    const long long frame = std::llround(t);
 
-    std::vector<float> pixels;  // the engine's float copy: made only when the engine is asked
-    // The cache key: the host's own bytes (a quarter of the float copy for 8-bit clips), then everything else.
+    const std::string digest = pixels_digest(in);  // the host's own bytes (a quarter of the float copy for 8-bit)
+    std::shared_ptr<ClipState> state;
+    ClipInfo clip;
+    std::unique_lock<std::mutex> clip_hold;
+    if (whole_clip) {  // held until the engine has the clip: the instance's other threads wait, then reuse it
+      state = clip_state(effect);
+      clip_hold = std::unique_lock<std::mutex>(state->lock);
+      clip = clip_of(effect, *state, src_clip, frame, digest, in, premult);
+    }
+    // The cache key: the frame's pixels, the clip it is a frame of, everything else.
     Sha256 hash;
-    const size_t row = size_t(in.width()) * (in.depth == Depth::Float ? 16 : in.depth == Depth::Short ? 8 : 4);
-    for (int y = in.y1; y < in.y2; ++y)
-      hash.update(static_cast<const char*>(in.data) + long(y - in.y1) * in.row_bytes, row);
-    const std::string rest = std::to_string(in.width()) + "x" + std::to_string(in.height()) + settings.dump() +
-                             sources.dump() + output + space + note;
+    const std::string rest = digest + clip.id + (premult ? "premultiplied" : "") + settings.dump() + sources.dump() +
+                             output + space + note;
     hash.update(rest.data(), rest.size());
     const std::string key = hash.digest();
+    std::vector<float> pixels;  // the engine's float copy: made only when the engine is asked
     std::vector<float> result;
     Json request;
     request.set("settings", settings)
         .set("sources", sources)
         .set("colorspace", space)
         .set("output", output)
-        .set("frame", t);
+        .set("frame", t)
+        .set("premultiplied", premult);
+    if (whole_clip)
+      request.set("clip", clip.json());
     if (!cache().get(key, result)) {
       EngineConfig config = engine_config(params, t);
       auto client = engine_pool().acquire(config);
       bool ok = false;
       try {
+        if (whole_clip) {
+          hand_over(effect, *client, *state, src_clip, in, space);
+          clip_hold.unlock();
+        }
         Json f;
         const int w = in.width(), h = in.height();
-        pixels = to_engine(in);
+        pixels = engine_pixels(in, premult);
         f.set("plate", client->put_image(pixels.data(), w, h, space, "OpenFX clip"))
             .set("sources", sources)
             .set("settings", settings)
-            .set("frame", (long long)std::lround(t))
+            .set("frame", frame)
             .set("host", gHostName)
             .set("out_slot", client->result_slot(size_t(w) * h * 4 * 10));
+        if (whole_clip)
+          f.set("clip", clip.json());
         Json records = consent_records(*client, sources, note);
         if (!records.is_null())
           f.set("consent", records);
@@ -476,6 +664,8 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
           if (!rgba || shape.size() != 3 || shape[0] != h || shape[1] != w || shape[2] != 4)
             throw EngineError("the engine's result has no RGBA of the frame's size");
           std::copy_n(rgba, result.size(), result.data());
+          if (output == "composite")  // the face changes the element's colour, not its coverage: the input's alpha
+            for (size_t i = 3; i < result.size(); i += 4) result[i] = pixels[i];
         } else {
           const float* m = r.layer("matte." + output, &shape);
           if (!m)
@@ -497,12 +687,22 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
       engine_pool().release(std::move(client), ok);
       cache().put(key, result);
     }
-    // Mattes are data, never colour-encoded; the picture goes back in the space it came in.
-    const bool srgb = space == "sRGB" && (output == "composite" || output == "face");
-    from_engine(result.data(), out, window[0], window[1], window[2], window[3], srgb);
+    if (clip_hold.owns_lock())
+      clip_hold.unlock();
+    // Mattes are data, never colour-encoded; the picture goes back in the space it came in. The face layer is
+    // premultiplied by its matte; the composite goes back as the input came (premultiplied again if it was).
+    const bool picture = output == "composite" || output == "face";
+    const bool srgb = space == "sRGB" && picture;
+    from_engine(result.data(), out, window[0], window[1], window[2], window[3], srgb, output == "face",
+                output == "face" || (output == "composite" && premult));
+    if (output == "composite" && premult) {  // untouched pixels: the host's own bytes, not (x / a) * a
+      if (pixels.empty())
+        pixels = engine_pixels(in, premult);
+      keep_untouched(result.data(), pixels.data(), in, out, window[0], window[1], window[2], window[3]);
+    }
     const std::string folder = env("FACE_FUSION_OFX_DUMP");
     if (!folder.empty())
-      dump(folder, t, pixels.empty() ? to_engine(in) : pixels, out, request);
+      dump(folder, t, pixels.empty() ? engine_pixels(in, premult) : pixels, out, request);
     clear_message(effect);
     return kOfxStatOK;
   } catch (const std::exception& e) {
@@ -530,7 +730,8 @@ OfxStatus describe(OfxImageEffectHandle effect) {
   gProp->propSetInt(props, kOfxImageEffectPropSupportsMultipleClipDepths, 0, 0);
   gProp->propSetInt(props, kOfxImageEffectPropSupportsTiles, 0, 0);  // the engine needs the whole face
   gProp->propSetInt(props, kOfxImageEffectPropSupportsMultiResolution, 0, 0);
-  gProp->propSetInt(props, kOfxImageEffectPropTemporalClipAccess, 0, 0);
+  // The clip's frames for one shot analysis (Shot Analysis: clip), where the host offers them.
+  gProp->propSetInt(props, kOfxImageEffectPropTemporalClipAccess, 0, 1);
   gProp->propSetInt(props, kOfxImageEffectPluginPropHostFrameThreading, 0, 0);
   // Instances share nothing but the engine pool and the cache, both locked: any number of renders at once.
   gProp->propSetString(props, kOfxImageEffectPluginRenderThreadSafety, 0, kOfxImageEffectRenderFullySafe);
@@ -545,7 +746,7 @@ OfxStatus describe_in_context(OfxImageEffectHandle effect) {
   gEffect->clipDefine(effect, kOfxImageEffectSimpleSourceClipName, &props);
   gProp->propSetString(props, kOfxImageEffectPropSupportedComponents, 0, kOfxImageComponentRGBA);
   gProp->propSetInt(props, kOfxImageEffectPropSupportsTiles, 0, 0);
-  gProp->propSetInt(props, kOfxImageEffectPropTemporalClipAccess, 0, 0);
+  gProp->propSetInt(props, kOfxImageEffectPropTemporalClipAccess, 0, 1);
 
   OfxParamSetHandle params;
   gEffect->getParamSet(effect, &params);
@@ -567,6 +768,10 @@ OfxStatus describe_in_context(OfxImageEffectHandle effect) {
                 "The colour space of the input clip; the output is in the same space. auto: scene-linear for "
                 "float clips, sRGB for 8- and 16-bit clips",
                 kSpaces, nullptr, int(std::size(kSpaces)), 0);
+  define_choice(params, "shot_analysis", "Shot Analysis",
+                "Which frames the faces are tracked over (tracks, smoothing, colour pooled per track, the reference "
+                "face). Hosts without temporal clip access (MLT) always analyse each frame alone",
+                kAnalyses, kAnalysisHelp, int(std::size(kAnalyses)), 0);
   for (int i = 0; i < kSchemaCount; ++i) define_schema_param(params, kSchema[i]);
   define_string(params, "engine_python", "Engine Python",
                 "The engine's own Python (its environment's bin/python). Empty: $FACE_FUSION_ENGINE_PYTHON, the config "
@@ -579,11 +784,34 @@ OfxStatus describe_in_context(OfxImageEffectHandle effect) {
   return kOfxStatOK;
 }
 
-OfxStatus clip_preferences(OfxPropertySetHandle out_args, OfxParamSetHandle params) {
+OfxStatus clip_preferences(OfxImageEffectHandle effect, OfxPropertySetHandle out_args, OfxParamSetHandle params) {
   const int output = get_int(params, "output", 0);
   // The composite keeps the input's alpha state; a face layer and a matte are premultiplied.
-  if (output != 0)
-    gProp->propSetString(out_args, kOfxImageEffectPropPreMultiplication, 0, kOfxImagePreMultiplied);
+  const char* state = kOfxImagePreMultiplied;
+  if (output == 0) {
+    OfxImageClipHandle src;
+    OfxPropertySetHandle props = nullptr;
+    char* in = nullptr;
+    if (gEffect->clipGetHandle(effect, kOfxImageEffectSimpleSourceClipName, &src, &props) != kOfxStatOK || !props ||
+        gProp->propGetString(props, kOfxImageEffectPropPreMultiplication, 0, &in) != kOfxStatOK || !in)
+      return kOfxStatOK;
+    state = in;
+  }
+  gProp->propSetString(out_args, kOfxImageEffectPropPreMultiplication, 0, state);
+  return kOfxStatOK;
+}
+
+// Shot Analysis clip: the render reads every frame of the input clip (hosts with temporal access ask first).
+OfxStatus frames_needed(OfxImageEffectHandle effect, OfxPropertySetHandle out_args) {
+  OfxParamSetHandle params;
+  gEffect->getParamSet(effect, &params);
+  OfxImageClipHandle src;
+  double range[2] = {0, 0};
+  if (!gTemporal || get_int(params, "shot_analysis", 0) != 0 ||
+      gEffect->clipGetHandle(effect, kOfxImageEffectSimpleSourceClipName, &src, nullptr) != kOfxStatOK ||
+      !frame_range(src, range))
+    return kOfxStatReplyDefault;
+  gProp->propSetDoubleN(out_args, "OfxImageClipPropFrameRange_" kOfxImageEffectSimpleSourceClipName, 2, range);
   return kOfxStatOK;
 }
 
@@ -600,6 +828,9 @@ OfxStatus on_load() {
   char* name = nullptr;
   if (gProp->propGetString(gHost->host, kOfxPropName, 0, &name) == kOfxStatOK && name && *name)
     gHostName = std::string("OpenFX ") + name;
+  int temporal = 0;  // absent (MLT): no temporal clip access
+  gTemporal = gProp->propGetInt(gHost->host, kOfxImageEffectPropTemporalClipAccess, 0, &temporal) == kOfxStatOK &&
+              temporal != 0;
   return kOfxStatOK;
 }
 
@@ -634,7 +865,14 @@ OfxStatus main_entry(const char* action, const void* handle, OfxPropertySetHandl
     if (std::strcmp(action, kOfxImageEffectActionGetClipPreferences) == 0) {
       OfxParamSetHandle params;
       gEffect->getParamSet(effect, &params);
-      return clip_preferences(out_args, params);
+      return clip_preferences(effect, out_args, params);
+    }
+    if (std::strcmp(action, kOfxImageEffectActionGetFramesNeeded) == 0)
+      return frames_needed(effect, out_args);
+    if (std::strcmp(action, kOfxActionDestroyInstance) == 0) {  // its clip's record goes with it
+      std::lock_guard<std::mutex> hold(gClipsLock);
+      clip_states().erase(effect);
+      return kOfxStatOK;
     }
   } catch (const std::bad_alloc&) {
     return kOfxStatErrMemory;

@@ -10,6 +10,10 @@
 //          once its audit log says TEXT; "abort_at_line": TEXT instead makes abort() say yes then)
 //                                                 -> status (ok | failed), the persistent message, seconds
 //         {"op": "parallel", "renders": [STEP, ...]} -> each render on its own thread; their results, seconds
+// A render may also give "clip": {"first": F, "frames": [FILE.f32, ...]}: the source clip's frames F, F+1, ...
+// (its frame range; the image at any time is read from its file: temporal clip access, which the script's
+// top-level "temporal": true offers the plugin), and "premult": "premultiplied"|"unpremultiplied"|"opaque" (the
+// source clip's and images' premultiplication). Its result then counts the source images the plugin fetched.
 // Input files are float32 RGBA, top row first; "byte"/"short" inputs are quantised by the host (round half up).
 // Outputs are written in the clip's depth, top row first. "rows": "up" hands the image as MLT does (negative
 // rowBytes: the bottom row last in memory); "down" as most hosts (positive rowBytes).
@@ -216,8 +220,13 @@ struct RenderContext {
   std::string depth = "float";
   bool rows_up = false;  // negative rowBytes
   double aspect = 1.0;
+  std::string premult = kOfxImageOpaque;
   std::vector<char> src, dst;  // in memory order
   std::vector<std::unique_ptr<PropertySet>> images;
+  long long clip_first = 0;
+  std::vector<std::string> clip_files;                  // the source clip's frames, when the step gives a clip
+  std::vector<std::unique_ptr<std::vector<char>>> other;  // frames fetched at other times
+  int fetches = 0;                                       // source images the plugin asked for
 };
 thread_local RenderContext* gContext = nullptr;
 
@@ -257,12 +266,27 @@ OfxStatus clipGetPropertySet(OfxImageClipHandle c, OfxPropertySetHandle* props) 
   *props = reinterpret_cast<OfxPropertySetHandle>(&reinterpret_cast<Clip*>(c)->props);
   return kOfxStatOK;
 }
-OfxStatus clipGetImage(OfxImageClipHandle c, OfxTime, const OfxRectD*, OfxPropertySetHandle* out) {
+void fill(RenderContext& ctx, std::vector<char>& buf, const std::string& file);
+
+OfxStatus clipGetImage(OfxImageClipHandle c, OfxTime t, const OfxRectD*, OfxPropertySetHandle* out) {
   RenderContext* ctx = gContext;
   if (!ctx)
     return kOfxStatFailed;
   Clip* clip = reinterpret_cast<Clip*>(c);
-  std::vector<char>& buf = clip->name == kOfxImageEffectOutputClipName ? ctx->dst : ctx->src;
+  const bool source = clip->name != kOfxImageEffectOutputClipName;
+  std::vector<char>* chosen = source ? &ctx->src : &ctx->dst;
+  if (source) {
+    ++ctx->fetches;
+    if (!ctx->clip_files.empty()) {  // temporal access: the clip's frame at t, from its file
+      const long long k = std::llround(t) - ctx->clip_first;
+      if (k < 0 || k >= (long long)ctx->clip_files.size())
+        return kOfxStatFailed;
+      ctx->other.push_back(std::make_unique<std::vector<char>>());
+      fill(*ctx, *ctx->other.back(), ctx->clip_files[size_t(k)]);
+      chosen = ctx->other.back().get();
+    }
+  }
+  std::vector<char>& buf = *chosen;
   auto img = std::make_unique<PropertySet>();
   OfxPropertySetHandle h = reinterpret_cast<OfxPropertySetHandle>(img.get());
   const long stride = long(ctx->w) * long(pixel_bytes(ctx->depth));
@@ -279,7 +303,7 @@ OfxStatus clipGetImage(OfxImageClipHandle c, OfxTime, const OfxRectD*, OfxProper
                                : kOfxBitDepthByte);
   setS(h, kOfxImageEffectPropComponents, 0, kOfxImageComponentRGBA);
   setD(h, kOfxImagePropPixelAspectRatio, 0, ctx->aspect);
-  setS(h, kOfxImageEffectPropPreMultiplication, 0, kOfxImageOpaque);
+  setS(h, kOfxImageEffectPropPreMultiplication, 0, source ? ctx->premult.c_str() : kOfxImageOpaque);
   *out = h;
   ctx->images.push_back(std::move(img));
   return kOfxStatOK;
@@ -555,24 +579,15 @@ void kill_children(int sig) {
   closedir(d);
 }
 
-Json render(const Json& step) {
-  Effect* fx = instance(int(step["instance"].is_number() ? step["instance"].as_int() : 0));
-  for (auto& kv : step["params"].is_object() ? step["params"].as_object() : Json::Object{})
-    set_param(fx, kv.first, kv.second);
-  RenderContext ctx;
-  ctx.w = int(step["width"].as_int());
-  ctx.h = int(step["height"].as_int());
-  ctx.depth = step["depth"].is_string() ? step["depth"].as_string() : "float";
-  ctx.rows_up = step["rows"].is_string() && step["rows"].as_string() == "up";
-  ctx.aspect = step["aspect"].is_number() ? step["aspect"].as_number() : 1.0;
+// A float32 RGBA file (top row first) as the host holds it: quantised to the render's depth, rows as it lays them.
+void fill(RenderContext& ctx, std::vector<char>& buf, const std::string& file) {
   const size_t px = pixel_bytes(ctx.depth), stride = size_t(ctx.w) * px, n = size_t(ctx.w) * ctx.h * 4;
   std::vector<float> in(n);
-  std::ifstream(step["input"].as_string(), std::ios::binary).read(reinterpret_cast<char*>(in.data()), n * 4);
-  ctx.src.resize(stride * ctx.h);
-  ctx.dst.assign(stride * ctx.h, char(0x3F));  // a sentinel: what the plugin leaves unwritten stays this
-  for (int r = 0; r < ctx.h; ++r) {            // r: row from the top; memory row: "down" stores the bottom row first
+  std::ifstream(file, std::ios::binary).read(reinterpret_cast<char*>(in.data()), n * 4);
+  buf.resize(stride * ctx.h);
+  for (int r = 0; r < ctx.h; ++r) {  // r: row from the top; memory row: "down" stores the bottom row first
     const int mem = ctx.rows_up ? r : ctx.h - 1 - r;
-    char* row = ctx.src.data() + size_t(mem) * stride;
+    char* row = buf.data() + size_t(mem) * stride;
     for (int k = 0; k < ctx.w * 4; ++k) {
       const float v = in[size_t(r) * ctx.w * 4 + k];
       if (ctx.depth == "float")
@@ -583,9 +598,39 @@ Json render(const Json& step) {
         reinterpret_cast<uint8_t*>(row)[k] = uint8_t(std::floor(std::clamp(v, 0.f, 1.f) * 255.0 + 0.5));
     }
   }
+}
+
+Json render(const Json& step) {
+  Effect* fx = instance(int(step["instance"].is_number() ? step["instance"].as_int() : 0));
+  for (auto& kv : step["params"].is_object() ? step["params"].as_object() : Json::Object{})
+    set_param(fx, kv.first, kv.second);
+  RenderContext ctx;
+  ctx.w = int(step["width"].as_int());
+  ctx.h = int(step["height"].as_int());
+  ctx.depth = step["depth"].is_string() ? step["depth"].as_string() : "float";
+  ctx.rows_up = step["rows"].is_string() && step["rows"].as_string() == "up";
+  ctx.aspect = step["aspect"].is_number() ? step["aspect"].as_number() : 1.0;
+  const size_t px = pixel_bytes(ctx.depth), stride = size_t(ctx.w) * px;
+  const double time = step["time"].is_number() ? step["time"].as_number() : 1.0;
+  if (step["premult"].is_string())
+    ctx.premult = step["premult"].as_string() == "premultiplied"     ? kOfxImagePreMultiplied
+                  : step["premult"].as_string() == "unpremultiplied" ? kOfxImageUnPreMultiplied
+                                                                     : kOfxImageOpaque;
+  OfxPropertySetHandle src_props = reinterpret_cast<OfxPropertySetHandle>(&fx->clips[kOfxImageEffectSimpleSourceClipName]->props);
+  setS(src_props, kOfxImageEffectPropPreMultiplication, 0, ctx.premult.c_str());
+  std::string input = step["input"].is_string() ? step["input"].as_string() : "";
+  if (step["clip"].is_object()) {
+    ctx.clip_first = step["clip"]["first"].as_int();
+    for (const Json& f : step["clip"]["frames"].as_array()) ctx.clip_files.push_back(f.as_string());
+    const double range[2] = {double(ctx.clip_first), double(ctx.clip_first + long(ctx.clip_files.size()) - 1)};
+    setDN(src_props, kOfxImageEffectPropFrameRange, 2, range);
+    input = ctx.clip_files.at(size_t(std::llround(time) - ctx.clip_first));
+  }
+  fill(ctx, ctx.src, input);
+  ctx.dst.assign(stride * ctx.h, char(0x3F));  // a sentinel: what the plugin leaves unwritten stays this
   PropertySet args;
   OfxPropertySetHandle a = reinterpret_cast<OfxPropertySetHandle>(&args);
-  setD(a, kOfxPropTime, 0, step["time"].is_number() ? step["time"].as_number() : 1.0);
+  setD(a, kOfxPropTime, 0, time);
   int window[4] = {0, 0, ctx.w, ctx.h};
   if (step["window"].is_array())
     for (int k = 0; k < 4; ++k) window[k] = int(step["window"].as_array()[k].as_int());
@@ -640,7 +685,8 @@ Json render(const Json& step) {
                        : status == kOfxStatFailed ? "failed"
                                                   : std::to_string(status))
       .set("message", fx->persistent)
-      .set("seconds", seconds);
+      .set("seconds", seconds)
+      .set("fetches", ctx.fetches);
   return result;
 }
 
@@ -651,6 +697,8 @@ int main() {
   text << std::cin.rdbuf();
   Json script = Json::parse(text.str());
   init_host();
+  if (script["temporal"].is_bool() && script["temporal"].as_bool())  // as Nuke, Resolve, Flame and Natron
+    setI(reinterpret_cast<OfxPropertySetHandle>(&gHostProps), kOfxImageEffectPropTemporalClipAccess, 0, 1);
   const std::string bundle = script["bundle"].as_string();
   void* lib = dlopen(bundle.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
