@@ -34,7 +34,13 @@ from engine.outputs import output_name, sweep_partials
 from engine.provenance import Provenance, mark_preview, neural_models
 from engine.records import JobContext, PendingFrame, PreviewResult
 from engine.selection import frame_faces, select_faces
-from engine.sources import SourceViews, analyse_sources, landmarks_keeping_mesh, photo_detectors
+from engine.sources import (
+    SourceViews,
+    analyse_sources,
+    check_photos,
+    landmarks_keeping_mesh,
+    photo_detectors,
+)
 from engine.stages import registry
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, warp_crop
 from engine.stages.colour_match import SkinStats
@@ -146,6 +152,13 @@ class Engine:
             for msg in msgs:
                 warn({"type": "warning", "frame": None, "message": msg})
             return ident
+
+    def check_sources(self, sources: list[ImageInput], s: Any = None) -> list[dict[str, Any]]:
+        """Per source photo: the faces a bake with settings ``s`` would find and which it would use (no identity
+        is made: the artist's check before a bake, engine.sources.check_photos)."""
+        fm = face_models(s if s is not None else schema.validate({}))
+        return check_photos(sources, lambda u8, det, up: self.analyse_u8(
+            u8, up, models=dataclasses.replace(fm, detector=det)), photo_detectors(fm.detector))
 
     def texture(self, identity: SourceIdentity, s: Any) -> SourceViews:
         """The source photos' textures (and their super-resolved versions), shared by every job with the same

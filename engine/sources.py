@@ -55,6 +55,43 @@ def landmarks_keeping_mesh(landmarker: Any, frame_u8: np.ndarray, faces: list[Fa
             f.mesh468 = res.points
 
 
+NO_FACE_HINT = "use a photo where the face is frontal, unobstructed and at least 80 pixels wide"
+
+
+def find_photo_faces(u8: np.ndarray, analyse: Callable[[np.ndarray, str, int], list[Face]],
+                     detectors: tuple[tuple[str, int], ...]) -> tuple[list[Face], str]:
+    """The faces (with 68 points) of the first detector that finds any, and that detector's id ('' when none)."""
+    for detector, upsample in detectors:
+        found = [f for f in analyse(u8, detector, upsample) if f.landmarks68 is not None]
+        if found:
+            return found, detector
+    return [], ""
+
+
+def used_face(found: list[Face]) -> int:
+    """Which of a photo's faces becomes the source identity: the largest (the first of equals)."""
+    return max(range(len(found)), key=lambda i: (found[i].size, -i))
+
+
+def check_photos(srcs: list[ImageInput], analyse: Callable[[np.ndarray, str, int], list[Face]],
+                 detectors: tuple[tuple[str, int], ...]) -> list[dict[str, Any]]:
+    """What a bake would find in each photo, without failing on one that shows no face: per photo its name, size,
+    the faces found (boxes, left to right), which one is used, the detector that found them, and what to do
+    when there is none. The same detection as ``analyse_sources``."""
+    out = []
+    for src in srcs:
+        u8 = colour.to_u8(load_photo_srgb(src))
+        found, detector = find_photo_faces(u8, analyse, detectors)
+        found = sorted(found, key=lambda f: f.centre[0])
+        entry: dict[str, Any] = {"photo": src.describe(), "width": int(u8.shape[1]), "height": int(u8.shape[0]),
+                                 "faces": len(found), "boxes": [[round(float(v), 1) for v in f.box] for f in found],
+                                 "used": used_face(found) if found else None, "detector": detector}
+        if not found:
+            entry["hint"] = NO_FACE_HINT
+        out.append(entry)
+    return out
+
+
 def analyse_sources(srcs: list[ImageInput], analyse: Callable[[np.ndarray, str, int], list[Face]],
                     warn: Callable[[str], None], detectors: tuple[tuple[str, int], ...] = BLAZEFACE_PHOTO + DLIB_PHOTO
                     ) -> SourceIdentity:
@@ -69,17 +106,12 @@ def analyse_sources(srcs: list[ImageInput], analyse: Callable[[np.ndarray, str, 
         srgb = load_photo_srgb(src)
         u8 = colour.to_u8(srgb)
         digest.update(u8.tobytes())
-        found: list[Face] = []
-        for detector, upsample in detectors:
-            found = [f for f in analyse(u8, detector, upsample) if f.landmarks68 is not None]
-            if found:
-                break
+        found, _ = find_photo_faces(u8, analyse, detectors)
         if not found:
-            raise EngineError(f"no face found in source photo '{src.describe()}'",
-                              "use a photo where the face is frontal, unobstructed and at least 80 pixels wide")
+            raise EngineError(f"no face found in source photo '{src.describe()}'", NO_FACE_HINT)
         if len(found) > 1:
             warn(f"source photo '{src.describe()}' shows {len(found)} faces; using the largest")
-        faces.append(SourceFace(image_srgb=srgb, face=max(found, key=lambda f: f.size)))
+        faces.append(SourceFace(image_srgb=srgb, face=found[used_face(found)]))
     keys = set.intersection(*(set(f.face.embeddings) for f in faces)) if faces else set()
     embeddings = {}
     for k in keys:

@@ -199,6 +199,13 @@ class JobRequests(ClientState):
         return self._submit_job("analyse", lambda held: {"plate": self._image(plate, held, "plate"),
                                                       "frame": int(frame), "settings": dict(settings or {})})
 
+    def source_faces(self, sources: list[Any], settings: dict[str, Any] | None = None) -> JobHandle:
+        """What a bake with ``settings`` finds in each source photo. ``job.wait()`` → {"photos": [{"photo", "width",
+        "height", "faces", "boxes", "used" (index, or None without a face), "detector", "hint"?}]}."""
+        return self._submit_job("source_faces", lambda held: {
+            "sources": [self._image(s, held, f"sources[{i}]") for i, s in enumerate(sources)],
+            "settings": dict(settings or {})})
+
     def submit_echo(self, pixels: np.ndarray, *, copy: bool = True) -> JobHandle:
         return self._submit_job("echo", lambda held: {"image": self._image(pixels, held, "image")}, copy)
 

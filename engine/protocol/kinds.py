@@ -222,6 +222,9 @@ JOB_KINDS: dict[str, JobKind] = {k.name: k for k in (
     JobKind("clip", lambda m: {"clip": _clip(m)}, "run_clip", _fields_result, image="", settings=False,
             pixels_back=False),
     JobKind("clip_frame", _parse_clip_frame, "run_clip_frame", _fields_result, settings=False, pixels_back=False),
+    # A source photo checked before a bake: the faces found, which is used (JSON fields, no pixels).
+    JobKind("source_faces", lambda m: {"sources": _sources(m, True)}, "run_source_faces", _fields_result, image="",
+            pixels_back=False),
     JobKind("echo", _parse_echo, "run_echo", lambda _ev, layers: layers["rgba"], image="image", settings=False),
     # Responsible use (issue 14): no main image; results are JSON fields. "sign" writes into Blender's output folder.
     JobKind("consent", lambda m: parse_consent(m, _sources(m, True)), "run_consent", _fields_result, image="",

@@ -197,6 +197,12 @@ def run_analyse(engines: EngineHolder, req: dict[str, Any], plate: ImageInput, s
     return out
 
 
+def run_source_faces(engines: EngineHolder, req: dict[str, Any], image: Any, sources: list[ImageInput],
+                     settings: Any, emit: Callable[[dict[str, Any]], None], cancel: threading.Event) -> JobOutput:
+    """Per source photo: the faces a bake would find and which one it uses (the artist's check before a bake)."""
+    return JobOutput(fields={"photos": engines.get().check_sources(sources, settings)})
+
+
 def run_echo(engines: EngineHolder, req: dict[str, Any], image: ImageInput, sources: list[ImageInput],
              settings: Any, emit: Callable[[dict[str, Any]], None], cancel: threading.Event) -> JobOutput:
     """The input pixels, unchanged (the server copies them into the result slot)."""
