@@ -80,3 +80,4 @@ def test_the_hue_error_wraps_round_and_closed_eyes_give_nan():
         closed[list(idx), 1] = closed[list(idx), 1].mean() + np.array([0, -1, -1, 0, 1, 1])  # 2 px apart
     assert iris.eye_opening(closed[36:42]) == pytest.approx(2.0 / 48.0)
     assert np.isnan(iris.iris_lab(result, closed)).all()  # a closed eye: its lashes are no iris
+    assert np.isnan(iris.iris_lab(result, lm * 0.4)).all()  # eyes 19 px wide: too few iris pixels to tell

@@ -91,6 +91,19 @@ def test_a_bright_line_counts_far_less_than_a_dark_crease_of_the_same_depth():
     assert crease > 4 * ridge > 4.0
 
 
+def test_only_the_replaced_part_of_a_zone_counts():
+    # The source's crow's feet printed inside the matte; beyond it the plate's own pixels, which would pull the
+    # figure towards 1, are left out.
+    lm = _face_landmarks()
+    plate, printed = _face(1.0, 1.0, lm), _face(1.0, 4.0, lm)
+    matte = np.zeros((SIZE, SIZE), bool)
+    matte[:, 20:180] = True  # the matte ends 6 px short of the zone's far end (x 14)
+    composite = np.where(matte[..., None], printed, plate)
+    inside = lines.line_ratios(plate, composite, lm, matte)["crow's feet"]
+    assert inside == pytest.approx(16.0, rel=0.06)  # 4^2, less the matte edge's step within the Hessian's reach
+    assert lines.line_ratios(plate, composite, lm)["crow's feet"] < 0.75 * inside
+
+
 def test_the_line_scale_follows_the_face_size():
     lm = _face_landmarks()
     assert lines.line_scale(lm) == pytest.approx(2.0)  # 0.02 of a 100 px eye distance

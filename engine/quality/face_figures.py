@@ -15,15 +15,15 @@ PER_FACE = ("dC", "dH", *lines.ZONES, "texture plate", "texture result", "textur
             "texture change result", "iris hue error", "iris chroma ratio", "iris level")
 
 
-def measure(plate: np.ndarray, result: np.ndarray, lm68: np.ndarray, skin: np.ndarray,
+def measure(plate: np.ndarray, result: np.ndarray, matte: np.ndarray, lm68: np.ndarray, skin: np.ndarray,
             before: tuple[np.ndarray, np.ndarray] | None, source_iris: np.ndarray | None
             ) -> tuple[dict[str, float], np.ndarray]:
-    """(figures of one face, the plate's cheek Lab colours for the noise floor). ``skin``: the face's skin where
-    the matte is at least 0.5; ``before``: the previous frame's (plate, result), when it was measured;
-    ``source_iris``: iris.iris_lab of the source photo."""
+    """(figures of one face, the plate's cheek Lab colours for the noise floor). ``matte``: the result's face
+    matte; ``skin``: the face's skin where the matte is at least 0.5; ``before``: the previous frame's (plate,
+    result), when it was measured; ``source_iris``: iris.iris_lab of the source photo."""
     plate_labs = skin_colour.cheek_labs(plate, lm68)
     out = skin_colour.colour_errors(plate_labs, skin_colour.cheek_labs(result, lm68))
-    out.update(lines.line_ratios(plate, result, lm68))
+    out.update(lines.line_ratios(plate, result, lm68, matte >= 0.5))
     out.update(texture.texture_figures(plate, result, skin, before))
     if source_iris is not None:
         out.update(iris.iris_figures(result, plate, lm68, source_iris))

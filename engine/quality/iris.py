@@ -18,6 +18,7 @@ EYES = (range(36, 42), range(42, 48))
 
 
 MIN_OPENING = 0.15  # eye aspect ratio under which an eye counts as closed (open eyes: 0.25-0.35)
+MIN_EYE_WIDTH = 20.0  # px corner to corner; a narrower eye's iris (under ~9 px across) is mostly lid and white
 
 
 def eye_opening(pts: np.ndarray) -> float:
@@ -28,13 +29,14 @@ def eye_opening(pts: np.ndarray) -> float:
 
 def iris_masks(lm68: np.ndarray, shape: tuple[int, int]) -> list[np.ndarray]:
     """Boolean (H, W) iris area of each eye: eye outline within 0.22 eye widths of the outline's centre; empty
-    for an eye whose opening (eye_opening) is under MIN_OPENING: a closed eye shows lashes, not iris."""
+    for an eye whose opening (eye_opening) is under MIN_OPENING (a closed eye shows lashes, not iris) or that is
+    narrower than MIN_EYE_WIDTH."""
     lm = np.asarray(lm68, np.float64)
     yy, xx = np.mgrid[: shape[0], : shape[1]]
     out = []
     for idx in EYES:
         pts = lm[list(idx)]
-        if eye_opening(pts) < MIN_OPENING:
+        if eye_opening(pts) < MIN_OPENING or np.linalg.norm(pts[0] - pts[3]) < MIN_EYE_WIDTH:
             out.append(np.zeros(shape, bool))
             continue
         outline = np.zeros(shape, np.uint8)

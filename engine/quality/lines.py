@@ -30,8 +30,8 @@ def zones(lm68: np.ndarray, shape: tuple[int, int]) -> dict[str, np.ndarray]:
     nasolabial: per side the quadrilateral from the nose wing (31 / 35) and the mouth corner (48 / 54), moved
     0.05 and 0.08 of the way towards the jaw (2 / 14 and 4 / 12) to leave the nostril and lips out, to 0.4 of
     the way, where the fold ends on the cheek.
-    crow's feet: per side the rectangle along the eye's axis from 0.08 to 0.4 eye distances beyond the outer
-    corner (36 / 45), 0.15 eye distances above and below it."""
+    crow's feet: per side the rectangle along the eye's axis from 0.06 to 0.28 eye distances beyond the outer
+    corner (36 / 45), 0.12 eye distances above and below it (further out lie the temple's edge and the hair)."""
     lm = np.asarray(lm68, np.float64)
     d = metrics.eye_distance(lm)
     out = {}
@@ -46,8 +46,8 @@ def zones(lm68: np.ndarray, shape: tuple[int, int]) -> dict[str, np.ndarray]:
         axis = lm[outer] - lm[inner]
         axis /= max(np.linalg.norm(axis), 1e-9)
         up = np.array([axis[1], -axis[0]])
-        c0, c1 = lm[outer] + 0.08 * d * axis, lm[outer] + 0.4 * d * axis
-        h = 0.15 * d * up
+        c0, c1 = lm[outer] + 0.06 * d * axis, lm[outer] + 0.28 * d * axis
+        h = 0.12 * d * up
         crow |= _poly(shape, np.stack([c0 - h, c1 - h, c1 + h, c0 + h]))
     out["crow's feet"] = crow
     return out
@@ -71,12 +71,16 @@ def valley_energy(lin709: np.ndarray, zone: np.ndarray, sigma: float) -> float:
     return float((v[zone[box]] ** 2).sum())
 
 
-def line_ratios(plate: np.ndarray, result: np.ndarray, lm68: np.ndarray) -> dict[str, float]:
-    """Per zone (ZONES): valley_energy of the result over the plate's in that zone, at the plate's landmarks.
-    NaN where the zone lies outside the image or the plate has no line structure there."""
+def line_ratios(plate: np.ndarray, result: np.ndarray, lm68: np.ndarray, within: np.ndarray | None = None
+                ) -> dict[str, float]:
+    """Per zone (ZONES): valley_energy of the result over the plate's in that zone, at the plate's landmarks, and
+    only ``within`` (the report: where the matte is at least 0.5; the plate's own pixels elsewhere would pull the
+    figure to 1). NaN where the zone lies outside the image or the plate has no line structure there."""
     sigma = line_scale(lm68)
     out = {}
     for name, zone in zones(lm68, plate.shape[:2]).items():
+        if within is not None:
+            zone = zone & within
         e_plate = valley_energy(plate, zone, sigma)
         e_result = valley_energy(result, zone, sigma)
         out[name] = e_result / e_plate if e_plate > 0 else float("nan")

@@ -131,7 +131,8 @@ def measure_frame(run: Run, frame: int, plate709: np.ndarray, plate_faces: list[
         seen = analyser.describe(result_u8, face.box, embed=True)
         ids = metrics.identity_figures([seen.embedding], source_emb, [face.embedding])
         win, near = face_window(face.box, matte.shape), face_window(face.box, matte.shape, 0.2)
-        extra, labs = face_figures.measure(plate709, result709, face.lm68, skin, before, source_iris)
+        extra, labs = face_figures.measure(plate709, result709, matte, face.lm68, skin, before,
+                                                  source_iris)
         run.faces.append(FaceRow(frame, face.box, de76, de00, metrics.sharpness_ratio(result709, plate709, skin),
                                  ids["to_source"], ids["to_original"],
                                  metrics.expression_error(seen.lm68, face.lm68),
