@@ -54,7 +54,7 @@ COLUMNS = [
     ("dH median", "dH med"), ("dH floor median", "dH floor"),
     ("edge ratio", "edge"), ("flicker ratio", "flicker"), ("sharpness ratio", "sharp"),
     ("closer to source", "closer"), ("expression error", "expr"),
-    ("nasolabial lines", "nasolabial"), ("crow's feet lines", "crow's feet"),
+    ("nasolabial lines", "nasolabial"), ("crow's feet lines", "crow's feet"), ("forehead lines", "forehead"),
     ("texture ratio", "texture"), ("texture change ratio", "texture change"),
     ("iris hue error", "iris hue deg"), ("iris chroma ratio", "iris chroma"), ("iris level", "iris dL*"),
 ]

@@ -7,9 +7,18 @@ import numpy as np
 import pytest
 
 from engine.quality import lines
-from tests.test_quality_metrics import _face_landmarks, _grey_from_l
+from tests.test_quality_metrics import _face_landmarks as _face_without_brows
+from tests.test_quality_metrics import _grey_from_l
 
 SIZE = 220
+
+
+def _face_landmarks() -> np.ndarray:
+    """The metrics tests' face with brows: five points arched 15-18 px above each eye."""
+    lm = _face_without_brows()
+    arch = np.array([[-20.0, -12.0], [-10.0, -17.0], [0.0, -18.0], [10.0, -17.0], [20.0, -12.0]])
+    lm[17:22], lm[22:27] = (50.0, 80.0) + arch, (150.0, 80.0) + arch
+    return lm
 
 
 def _crease(a: np.ndarray, b: np.ndarray, width: float = 1.5) -> np.ndarray:
@@ -38,6 +47,12 @@ def _crow_lines(lm: np.ndarray) -> np.ndarray:
     return out
 
 
+def _forehead_line(lm: np.ndarray) -> np.ndarray:
+    """A horizontal crease 30 px above the brows, across the forehead."""
+    y = lm[17:27, 1].min() - 30.0
+    return _crease(np.array([60.0, y]), np.array([140.0, y]))
+
+
 def _face(smile: float, crow: float, lm: np.ndarray) -> np.ndarray:
     """Linear grey skin at L* 62 with the smile line ``smile`` and the crow's feet ``crow`` L* units deep."""
     return _grey_from_l(62.0 - smile * _smile_line(lm) - crow * _crow_lines(lm))
@@ -54,13 +69,17 @@ def test_zones_lie_between_nose_and_mouth_corner_and_beside_the_outer_eye_corner
     crow = z["crow's feet"]
     assert crow[80, 20] and crow[80, 180]  # 0.3 eye distances beyond each outer corner (42, 80) and (158, 80)
     assert not crow[80, 50] and not crow[80, 100]  # not the eye itself, not between the eyes
+    forehead = z["forehead"]
+    assert forehead[lm[19, 1].astype(int) - 30, 100] and not forehead[lm[19, 1].astype(int) - 5, 100]
+    assert not forehead[80, 100] and not (forehead & z["crow's feet"]).any()
 
 
-def test_an_unchanged_face_reads_one_in_both_zones():
+def test_an_unchanged_face_reads_one_in_every_zone():
     lm = _face_landmarks()
-    plate = _face(2.0, 2.0, lm)
-    assert lines.line_ratios(plate, plate.copy(), lm) == {"nasolabial": pytest.approx(1.0),
-                                                          "crow's feet": pytest.approx(1.0)}
+    lined = _grey_from_l(62.0 - 2.0 * (_smile_line(lm) + _crow_lines(lm) + _forehead_line(lm)))
+    assert lines.line_ratios(lined, lined.copy(), lm) == dict.fromkeys(lines.ZONES, pytest.approx(1.0))
+    deeper = _grey_from_l(62.0 - 2.0 * (_smile_line(lm) + _crow_lines(lm)) - 6.0 * _forehead_line(lm))
+    assert lines.line_ratios(lined, deeper, lm)["forehead"] == pytest.approx(9.0, rel=1e-3)  # 3x deeper: 3^2
 
 
 def test_a_printed_smile_line_five_times_deeper_reads_twenty_five():

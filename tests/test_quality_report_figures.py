@@ -56,10 +56,12 @@ def test_quality_measures_a_swap_render_and_writes_zoomed_sheets(tmp_path, photo
     figures = json.loads((out / "figures.json").read_text())
     engine, ref = figures["engine"], figures["reference poisson"]
     assert engine["faces"] == 1 and ref["faces"] == 1
-    for key in ("dE00 median", "dC median", "dH median", "nasolabial lines", "crow's feet lines", "texture ratio",
-                "iris hue error", "iris chroma ratio", "iris level"):
+    for key in ("dE00 median", "dC median", "dH median", "nasolabial lines", "crow's feet lines", "forehead lines",
+                "texture ratio"):
         assert np.isfinite(engine[key]), key
-    assert engine["dC median"] >= 0 and engine["dH median"] >= 0 and 0 <= engine["iris hue error"] <= 180
+    assert engine["dC median"] >= 0 and engine["dH median"] >= 0
+    # The astronaut's eyes are under 20 px wide: too few iris pixels, so no iris figure rather than a wrong one.
+    assert np.isnan(engine["iris hue error"]) and np.isnan(engine["iris level"])
     assert engine["texture ratio"] > 0 and ref["texture ratio"] > 0
     assert np.isnan(engine["dE00 floor median"])  # one still photo: no consecutive plate frames, no floor
     text = (out / "report.md").read_text()
@@ -67,7 +69,7 @@ def test_quality_measures_a_swap_render_and_writes_zoomed_sheets(tmp_path, photo
     per_frame = (out / "per_frame.csv").read_text().splitlines()
     header, face = per_frame[0].split(","), per_frame[1].split(",")
     assert header[-1] == "iris_level" and "crows_feet" in header and len(face) == len(header)
-    assert float(face[header.index("iris_level")]) == pytest.approx(engine["iris level"], abs=1e-4)  # one face
+    assert float(face[header.index("forehead")]) == pytest.approx(engine["forehead lines"], abs=1e-4)  # one face
     zooms = sorted((out / "zoom3x").iterdir())
     assert len(zooms) == 1
     sheet = cv2.imread(str(zooms[0]))

@@ -15,7 +15,7 @@ import numpy as np
 
 from engine.quality import metrics
 
-ZONES = ("nasolabial", "crow's feet")
+ZONES = ("nasolabial", "crow's feet", "forehead")
 
 
 def _poly(shape: tuple[int, int], points: np.ndarray) -> np.ndarray:
@@ -31,7 +31,9 @@ def zones(lm68: np.ndarray, shape: tuple[int, int]) -> dict[str, np.ndarray]:
     0.05 and 0.08 of the way towards the jaw (2 / 14 and 4 / 12) to leave the nostril and lips out, to 0.4 of
     the way, where the fold ends on the cheek.
     crow's feet: per side the rectangle along the eye's axis from 0.06 to 0.28 eye distances beyond the outer
-    corner (36 / 45), 0.12 eye distances above and below it (further out lie the temple's edge and the hair)."""
+    corner (36 / 45), 0.12 eye distances above and below it (further out lie the temple's edge and the hair).
+    forehead: the band from 0.15 to 0.5 eye distances above the brows (17-26), across their width, "above"
+    square to the line through the eye centres (dlib has no forehead points)."""
     lm = np.asarray(lm68, np.float64)
     d = metrics.eye_distance(lm)
     out = {}
@@ -50,6 +52,10 @@ def zones(lm68: np.ndarray, shape: tuple[int, int]) -> dict[str, np.ndarray]:
         h = 0.12 * d * up
         crow |= _poly(shape, np.stack([c0 - h, c1 - h, c1 + h, c0 + h]))
     out["crow's feet"] = crow
+    across = lm[42:48].mean(0) - lm[36:42].mean(0)
+    up = np.array([across[1], -across[0]]) / max(np.linalg.norm(across), 1e-9)
+    brows = lm[17:27]
+    out["forehead"] = _poly(shape, np.concatenate([brows + 0.15 * d * up, brows + 0.5 * d * up]))
     return out
 
 
