@@ -179,6 +179,27 @@ def test_a_changed_frame_is_a_new_clip_and_frame_analysis_is_a_choice(host, clip
     assert len(glob.glob(str(cache / "analysis" / "*.npz"))) == 3  # two clips, one frame alone
 
 
+def test_an_engine_that_lost_the_clip_is_handed_it_again(host, clip, tmp_path):
+    """Cache folder off: the engine keeps the clip in a private folder. Killed after a frame, the next engine lacks
+    the clip: the plugin, whose record of the clip still holds, hands it over again without reading the clip anew
+    (the first render read every frame twice: to hash it and to hand it over), and the killed engine's folder is
+    removed."""
+    files, frames, w, h = clip
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = host_env(tmp_path, FACE_FUSION_CACHE_DIR="off", TMPDIR=str(temp))
+    results = run_host(host, {"temporal": True, "steps": [
+        render(files, w, h, FIRST, params=CONSENTED, audit=str(tmp_path / "audit.jsonl"),
+               kill_engine_at_line='"outcome": "done"'),  # once the frame is done: the next render finds it dead
+        render(files, w, h, FIRST + 1),
+    ]}, env)
+    assert [r["status"] for r in results] == ["ok", "ok"], results
+    assert [r["fetches"] for r in results] == [1 + 3 + 4, 1 + 4]
+    # The killed engine never ran its exit handler: the next engine removed its folder; that one removed its own
+    # when it exited with the host.
+    assert glob.glob(str(temp / "facefusion-host-clips-*")) == []
+
+
 def test_premultiplied_input_is_made_straight_and_premultiplied_back(host, tmp_path):
     straight = portrait()
     h, w = straight.shape[:2]

@@ -1,6 +1,7 @@
 """The OpenFX plugin in a real, independent host: MLT's melt (built from ../shared/tools/ofx-host) loads
 FaceFusion.ofx.bundle, lists it with no engine running, and renders frames of shared footage through it with a real
-engine. Each frame melt handed the plugin (dumped by the plugin's test mode) is rendered again by the engine's own
+engine. melt offers no temporal clip access: each frame is analysed alone, and its provenance says so. Each frame
+melt handed the plugin (dumped by the plugin's test mode) is rendered again by the engine's own
 ``frame`` job with the same settings: equal within the host's 8-bit rounding, equal to the input outside the matte,
 neither black nor unchanged, and melt's PNGs carry the render's invisible watermark. melt exits 0 even when a render
 fails, so the frames and messages are checked."""
@@ -8,6 +9,7 @@ fails, so the frames and messages are checked."""
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import subprocess
@@ -117,6 +119,11 @@ def test_melt_renders_swapped_frames_equal_to_the_engines_own(tmp_path):
     assert detect.returncode == 0, detect.stderr[-2000:]
     found = [json.loads(line) for line in detect.stdout.splitlines()]
     assert len(found) == 3 and all(f["present"] and f["payload"] in marks for f in found), found
+    # melt offers no temporal clip access: each frame is a shot of its own, named by its pixels' digest.
+    rendered = [(s, json.load(open(s + ".json"))) for s in stems]
+    clips = [(s, json.loads(m["provenance"]["facefusion:clip"])) for s, m in rendered if "provenance" in m]
+    assert clips and all(c["analysis"] == "frame" for _, c in clips)
+    assert all(c["id"] == hashlib.sha256(np.load(s + ".in.npy").tobytes()).hexdigest()[:32] for s, c in clips)
     lines = [json.loads(line) for line in open(tmp_path / "audit.jsonl")]
     frames = [e for e in lines if e.get("job") == "frame" and e.get("application") == "OpenFX MLT"]
     assert frames and all(e["outcome"] == "done" and e["consent"]["note"] == NOTE for e in frames)

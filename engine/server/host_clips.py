@@ -34,6 +34,7 @@ from ..job import ImageInput, frames_text
 KEEP_CLIPS = 4  # clip folders kept; the oldest go when a new clip arrives
 _DIGITS = 6
 _lock = threading.Lock()
+_PRIVATE = "facefusion-host-clips-"  # + pid + "-" + random: the folder of an engine whose cache folder is off
 _private_root: str | None = None  # the cache folder is off ($FACE_FUSION_CACHE_DIR=off): one for this process
 
 
@@ -46,9 +47,25 @@ def _root() -> Path:
         return root / "host-clips"
     with _lock:
         if _private_root is None:
-            _private_root = tempfile.mkdtemp(prefix="facefusion-host-clips-")
+            _remove_orphans()
+            _private_root = tempfile.mkdtemp(prefix=f"{_PRIVATE}{os.getpid()}-")
             atexit.register(shutil.rmtree, _private_root, True)
     return Path(_private_root)
+
+
+def _remove_orphans() -> None:
+    """The private folders of this user's engines that are gone: a killed engine never ran its exit handler, and
+    a clip is many megabytes a frame."""
+    from ..outputs import pid_alive
+
+    for path in Path(tempfile.gettempdir()).glob(f"{_PRIVATE}*-*"):
+        try:
+            pid = int(path.name[len(_PRIVATE):].split("-", 1)[0])
+            mine = not hasattr(os, "getuid") or path.stat().st_uid == os.getuid()
+        except (ValueError, OSError):
+            continue
+        if mine and not pid_alive(pid):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _base(clip: dict[str, Any]) -> int:
