@@ -166,17 +166,25 @@ def test_a_changed_frame_is_a_new_clip_and_frame_analysis_is_a_choice(host, clip
         render(edited, w, h, FIRST + 1),  # the edit reaches the host's render of frame 11: the clip is read anew
         render(edited, w, h, FIRST + 2),  # frame 12 is the same pixels, of the edited clip: a new render
         render(edited, w, h, FIRST + 3, params={"shot_analysis": "frame"}),
+        render(edited, w, h, FIRST + 1.5, params={"shot_analysis": "clip"}),  # between frames: no frame of the clip
+        {"op": "frames_needed", "time": FIRST, "first": FIRST, "last": FIRST + 3},
+        {"op": "frames_needed", "time": FIRST, "first": FIRST, "last": FIRST + 3, "params": {"shot_analysis": "frame"}},
     ]}, env)
-    assert [r["status"] for r in results] == ["ok"] * 4, results
-    assert [r["fetches"] for r in results] == [8, 8, 1, 1]
+    *results, needed, own_frame = results
+    assert [r["status"] for r in results] == ["ok"] * 5, results
+    assert [r["fetches"] for r in results] == [8, 8, 1, 1, 1]
+    # Before a render the host asks which frames it will fetch: the clip's range, or only its own frame.
+    assert needed == {"status": "ok", "OfxImageClipPropFrameRange_Source": [FIRST, FIRST + 3]}
+    assert own_frame == {"status": "default"}
     clips = [json.loads(d["provenance"]["facefusion:clip"]) for d in dumps(tmp_path / "dump")]
-    first, edit, again, alone = clips
+    first, edit, again, alone, between = clips
+    assert between["analysis"] == "frame" and between["first"] == FIRST + 2  # the time rounded: named by its frame
     assert first["id"] != edit["id"] and edit["id"] == again["id"]
     assert (first["first"], first["last"], first["analysis"]) == (FIRST, FIRST + 3, "clip")
     assert alone["analysis"] == "frame" and (alone["first"], alone["last"]) == (FIRST + 3, FIRST + 3)
-    assert len({c["id"] for c in clips}) == 3
+    assert len({c["id"] for c in clips}) == 4
     assert len(glob.glob(str(cache / "host-clips" / "*"))) == 2
-    assert len(glob.glob(str(cache / "analysis" / "*.npz"))) == 3  # two clips, one frame alone
+    assert len(glob.glob(str(cache / "analysis" / "*.npz"))) == 4  # two clips, two frames alone
 
 
 def test_an_engine_that_lost_the_clip_is_handed_it_again(host, clip, tmp_path):

@@ -10,6 +10,8 @@
 //          once its audit log says TEXT; "abort_at_line": TEXT instead makes abort() say yes then)
 //                                                 -> status (ok | failed), the persistent message, seconds
 //         {"op": "parallel", "renders": [STEP, ...]} -> each render on its own thread; their results, seconds
+//         {"op": "frames_needed", "instance": N, "time": T, "first": F, "last": L, "params": {...}}
+//                                                 -> the frames the plugin needs of a source clip of frames F..L
 // A render may also give "clip": {"first": F, "frames": [FILE.f32, ...]}: the source clip's frames F, F+1, ...
 // (its frame range; the image at any time is read from its file: temporal clip access, which the script's
 // top-level "temporal": true offers the plugin), and "premult": "premultiplied"|"unpremultiplied"|"opaque" (the
@@ -727,6 +729,19 @@ int main() {
       out = describe();
     } else if (op == "render") {
       out = render(step);
+    } else if (op == "frames_needed") {  // what the plugin asks of the source clip before a render at "time"
+      Effect* fx = instance(int(step["instance"].is_number() ? step["instance"].as_int() : 0));
+      for (auto& kv : step["params"].is_object() ? step["params"].as_object() : Json::Object{})
+        set_param(fx, kv.first, kv.second);
+      const double range[2] = {step["first"].as_number(), step["last"].as_number()};
+      setDN(reinterpret_cast<OfxPropertySetHandle>(&fx->clips[kOfxImageEffectSimpleSourceClipName]->props),
+            kOfxImageEffectPropFrameRange, 2, range);
+      PropertySet args, needed;
+      setD(reinterpret_cast<OfxPropertySetHandle>(&args), kOfxPropTime, 0, step["time"].as_number());
+      const OfxStatus status = act(kOfxImageEffectActionGetFramesNeeded, fx, reinterpret_cast<OfxPropertySetHandle>(&args),
+                                   reinterpret_cast<OfxPropertySetHandle>(&needed));
+      out = props_json(needed);
+      out.set("status", status == kOfxStatOK ? "ok" : status == kOfxStatReplyDefault ? "default" : std::to_string(status));
     } else if (op == "parallel") {
       const auto& renders = step["renders"].as_array();
       std::vector<Json> results(renders.size());
