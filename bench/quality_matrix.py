@@ -45,13 +45,13 @@ MATRIX = [
     Pair("conan_webcam", "clips/fsgan_conan_webcam_1080p.mp4", "1-24", "photos/deepface_img24_glasses_beard_blue.jpg"),
 ]
 
-# (report key, column title): the figures the table shows per pair; each key is one of the report's figures.
+# (report key, column title): the figures the table shows per pair; each key is one of the report's figures. A
+# colour figure is shown as "figure / the plate's floor", marked met ("<=") when it is not above its floor.
+FLOORED = {"dE00 median": "dE00 floor median", "dC median": "dC floor median", "dH median": "dH floor median"}
 COLUMNS = [
     ("faces", "faces"), ("coverage", "coverage"),
     ("dE76 median", "dE76 med"), ("dE76 p90", "dE76 p90"),
-    ("dE00 median", "dE00 med"), ("dE00 floor median", "dE00 floor"),
-    ("dC median", "dC med"), ("dC floor median", "dC floor"),
-    ("dH median", "dH med"), ("dH floor median", "dH floor"),
+    ("dE00 median", "dE00 med / floor"), ("dC median", "dC med / floor"), ("dH median", "dH med / floor"),
     ("edge ratio", "edge"), ("flicker ratio", "flicker"), ("sharpness ratio", "sharp"),
     ("closer to source", "closer"), ("expression error", "expr"),
     ("nasolabial lines", "nasolabial"), ("crow's feet lines", "crow's feet"), ("forehead lines", "forehead"),
@@ -99,9 +99,16 @@ def fmt(v: object) -> str:
 def table(rows: dict[str, dict[str, float]], run_name: str) -> list[str]:
     """Markdown: one line per pair (the figures of ``run_name``), then the spread (min, median, max) across them."""
     lines = ["| pair | " + " | ".join(t for _, t in COLUMNS) + " |", "|---|" + "---|" * len(COLUMNS)]
+    def cell(fig: dict[str, float], key: str) -> str:
+        v = fig.get(key, float("nan"))
+        if key not in FLOORED:
+            return fmt(v)
+        floor = fig.get(FLOORED[key], float("nan"))
+        return f"{fmt(v)} / {fmt(floor)}" + (" <=" if v <= floor else "")
+
     for slug, figs in rows.items():
         fig = figs.get(run_name, {})
-        lines.append(f"| {slug} | " + " | ".join(fmt(fig.get(k, float("nan"))) for k, _ in COLUMNS) + " |")
+        lines.append(f"| {slug} | " + " | ".join(cell(fig, k) for k, _ in COLUMNS) + " |")
     for label, fn in (("min", np.nanmin), ("median", np.nanmedian), ("max", np.nanmax)):
         cells = []
         for key, _ in COLUMNS:
@@ -115,6 +122,8 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="/tmp/quality_matrix", help="folder for renders, reports and sheets")
     p.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data"), help="the shared data folder")
+    p.add_argument("--table-only", action="store_true", help="no runs: the table from the figures.json files "
+                                                             "that an earlier run left under --out")
     p.add_argument("--pairs", help="comma-separated pair names (default: all): " + ", ".join(m.slug for m in MATRIX))
     args = p.parse_args(argv)
     out = os.path.abspath(args.out)
@@ -129,6 +138,11 @@ def main(argv: list[str]) -> int:
     rows: dict[str, dict[str, dict[str, float]]] = {}
     walls: dict[str, tuple[float, float]] = {}
     for pair in chosen:
+        if args.table_only:
+            with open(os.path.join(out, pair.slug, "report", "figures.json"), encoding="utf-8") as fh:
+                rows[pair.slug] = json.load(fh)
+            walls[pair.slug] = (float("nan"), float("nan"))
+            continue
         swap, quality = commands(pair, os.path.abspath(args.data), out)
         t_swap = run(swap, log, env)
         t_quality = run(quality, log, env)
@@ -137,13 +151,14 @@ def main(argv: list[str]) -> int:
         walls[pair.slug] = (t_swap, t_quality)
         print(f"{pair.slug}: swap {t_swap:.0f} s, quality {t_quality:.0f} s", flush=True)
     names = list(next(iter(rows.values())))
-    text = [f"# Issue 33 matrix at {commit()}", "", "Pairs (plate frames <- source), wall seconds swap / quality:", ""]
+    at = "the commit of the run (see matrix.log)" if args.table_only else commit()
+    text = [f"# Issue 33 matrix at {at}", "", "Pairs (plate frames <- source), wall seconds swap / quality:", ""]
     text += [f"- {m.slug}: `{m.plate}` {m.frames} <- `{m.source}` ({walls[m.slug][0]:.0f} / {walls[m.slug][1]:.0f} s)"
              for m in chosen]
     for name in names:
         text += ["", f"## {name}", ""] + table(rows, name)
     text += ["", f"Reports, sheets (`faces.png`, `zoom3x/`) and renders: `{out}/<pair>/`.", ""]
-    with open(os.path.join(out, "matrix.md"), "w", encoding="utf-8") as fh:
+    with open(os.path.join(out, "table.md" if args.table_only else "matrix.md"), "w", encoding="utf-8") as fh:
         fh.write("\n".join(text))
     print("\n".join(text))
     return 0
