@@ -320,7 +320,11 @@ def run_report(sources: list[str], target: str, frames: tuple[int | None, int | 
              "over faces of each face's own (width 3 px, in its box grown by 0.6 of its width); sharpness (skin "
              "region where the matte is at least 0.5), identity and expression the means over measured faces; "
              "flicker per face (linked frame to frame by box overlap) over the range, and over the whole matte of "
-             "each frame (faces entering or leaving count there); untouched the worst frame."]
+             "each frame (faces entering or leaving count there); untouched the worst frame.",
+             "Issue 33: 'dE00 / dC / dH floor' is the same figure between consecutive plate frames at the same face "
+             "(linked by box overlap): a figure at or under its floor is met. Line ratios (nasolabial, crow's feet, "
+             "forehead) and iris figures: medians over faces; iris only on eyes at least 20 px wide; texture ratio "
+             "the median per face, texture change ratio summed over faces."]
     write_per_frame(os.path.join(output, "per_frame.csv"), [r for r in (engine_run, ref_run) if r is not None])
     notes.append(f"Per frame and face figures: `per_frame.csv`; each measured face's crops ({crops}): `crops/`.")
     write_markdown(os.path.join(output, "report.md"), command, rows, notes)
