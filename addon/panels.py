@@ -41,6 +41,22 @@ class FACEFUSION_UL_sources(bpy.types.UIList):
             layout.prop(item, "filepath", text="", icon="FILE_IMAGE")
 
 
+FACE_CHECK_ICONS = {"OK": "CHECKMARK", "WARNING": "INFO", "ERROR": "ERROR"}
+
+
+def _draw_face_checks(box: Any, target: Target) -> None:
+    """What the engine found in each source photo (source_faces), and the button that asks it."""
+    named = [src for src in target.settings.sources if (src.filepath if src.kind == "FILE" else src.image)]
+    for src in named:
+        name = bpy.path.basename(src.filepath) if src.kind == "FILE" else src.image.name
+        if src.face_check:
+            box.label(text=f"{name}: {src.face_check}", icon=FACE_CHECK_ICONS[src.face_check_level])
+        else:
+            box.label(text=f"{name}: faces not checked yet", icon="QUESTION")
+    if named:
+        _owner_args(box.operator("facefusion.check_source_faces", icon="VIEWZOOM"), target)
+
+
 def draw_settings(layout: Any, context: Any, owner: Any) -> None:
     target = lookup.target_of(owner)
     ff = target.settings
@@ -56,6 +72,7 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
     sub = row.column(align=True)
     _owner_args(sub.operator("facefusion.source_add", text="", icon="ADD"), target)
     _owner_args(sub.operator("facefusion.source_remove", text="", icon="REMOVE"), target)
+    _draw_face_checks(box, target)
     op_consent.draw_state(box, target)  # issue 14: the confirmations saved with the .blend
     # schema groups; a setting without effect under the others (Setting.has_effect) is shown inactive
     groups = grouped_settings()

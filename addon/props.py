@@ -48,14 +48,26 @@ def _schema_property(setting: Any) -> Any:
     raise ValueError(f"setting kind {kind!r} of '{setting.name}' has no Blender property")
 
 
+def _on_source_changed(self: Any, context: Any) -> None:
+    """Another photo: its face check no longer applies (source_faces checks it again), and the frames change."""
+    if self.face_check:
+        self.face_check, self.face_check_level = "", "OK"
+    _on_setting_changed(self, context)
+
+
 class FaceFusionSource(bpy.types.PropertyGroup):
     """One source identity photo: a file, or an image in the .blend (packed ones go through shared memory)."""
 
     kind: bpy.props.EnumProperty(
         name="Kind", items=[("FILE", "File", "A photo on disk"), ("IMAGE", "Image", "An image in this .blend")],
-        default="FILE", update=_on_setting_changed)
-    filepath: bpy.props.StringProperty(name="Photo", subtype="FILE_PATH", update=_on_setting_changed)
-    image: bpy.props.PointerProperty(name="Image", type=bpy.types.Image, update=_on_setting_changed)
+        default="FILE", update=_on_source_changed)
+    filepath: bpy.props.StringProperty(name="Photo", subtype="FILE_PATH", update=_on_source_changed)
+    image: bpy.props.PointerProperty(name="Image", type=bpy.types.Image, update=_on_source_changed)
+    # the engine's answer about this photo (source_faces): what the panel shows; '' until checked
+    face_check: bpy.props.StringProperty(name="Faces", description="What the engine found in this photo")
+    face_check_level: bpy.props.EnumProperty(
+        name="Face Check", items=[("OK", "One Face", ""), ("WARNING", "Several Faces", ""), ("ERROR", "No Face", "")],
+        default="OK")
 
 
 class FaceFusionFace(bpy.types.PropertyGroup):

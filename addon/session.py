@@ -119,6 +119,12 @@ class Session:
         job = self._call(self.client.analyse, plate=_ref(plate), frame=frame, settings=settings)
         return self._call(job.wait, timeout)
 
+    def source_faces(self, photos: list[dict[str, Any]], settings: dict[str, Any], timeout: float = 300.0
+                     ) -> list[dict[str, Any]]:
+        """Per source photo: the faces a bake with ``settings`` finds in it and which one it uses."""
+        job = self._call(self.client.source_faces, sources=[_ref(p) for p in photos], settings=settings)
+        return list(self._call(job.wait, timeout).get("photos", []))
+
     def info(self) -> dict[str, Any]:
         info = dict(self.client.info)
         info.update(self._call(self.client.status))

@@ -27,25 +27,29 @@ def _digest(image: Any) -> str:
         raise plates.PlateError(str(exc)) from exc
 
 
+def source_spec(src: Any) -> dict[str, Any] | None:
+    """One source entry: {"path", "colorspace"} for files, {"image": Image, "digest"} for pixels in the .blend;
+    None for an entry naming no photo."""
+    if src.kind == "FILE":
+        if not src.filepath:
+            return None
+        path = os.path.abspath(bpy.path.abspath(src.filepath))
+        if not os.path.isfile(path):
+            raise plates.PlateError(f"source photo '{path}' does not exist; pick the photo again")
+        return {"path": path, "colorspace": "auto"}
+    if src.image is None:
+        return None
+    image = src.image
+    path = _image_on_disk(image)
+    colorspace = image.colorspace_settings.name or "auto"
+    if path:
+        return {"path": path, "colorspace": colorspace}
+    return {"image": image, "digest": _digest(image), "colorspace": colorspace}
+
+
 def source_specs(group: Any) -> list[dict[str, Any]]:
-    """Per source: {"path", "colorspace"} for files, {"image": Image, "digest"} for pixels in the .blend."""
-    out = []
-    for src in group.sources:
-        if src.kind == "FILE":
-            if not src.filepath:
-                continue
-            path = os.path.abspath(bpy.path.abspath(src.filepath))
-            if not os.path.isfile(path):
-                raise plates.PlateError(f"source photo '{path}' does not exist; pick the photo again")
-            out.append({"path": path, "colorspace": "auto"})
-        elif src.image is not None:
-            image = src.image
-            path = _image_on_disk(image)
-            colorspace = image.colorspace_settings.name or "auto"
-            if path:
-                out.append({"path": path, "colorspace": colorspace})
-            else:
-                out.append({"image": image, "digest": _digest(image), "colorspace": colorspace})
+    """Per source entry naming a photo: its ``source_spec``."""
+    out = [spec for spec in map(source_spec, group.sources) if spec is not None]
     if not out:
         raise plates.PlateError("no source photo: add the photo of the new face in the Face Fusion panel")
     return out

@@ -223,9 +223,9 @@ def test_a_photo_without_a_face_is_refused_before_consent_is_asked(addon, scene,
     strip = face_fusion_shot(addon, scene, media)
     strip.face_fusion.sources[0].filepath = wall
     calls: list[str] = []
-    analyse, check = addon.session.Session.analyse, addon.consent.check
-    monkeypatch.setattr(addon.session.Session, "analyse",  # spies: the real calls run
-                        lambda self, *a, **k: calls.append("faces") or analyse(self, *a, **k))
+    faces, check = addon.session.Session.source_faces, addon.consent.check
+    monkeypatch.setattr(addon.session.Session, "source_faces",  # spies: the real calls run
+                        lambda self, *a, **k: calls.append("faces") or faces(self, *a, **k))
     monkeypatch.setattr(addon.consent, "check", lambda target: calls.append("consent") or check(target))
     ui = Blender(addon, scene, monkeypatch)
     assert ui.click_bake(strip) == {"CANCELLED"}
