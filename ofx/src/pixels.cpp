@@ -49,8 +49,8 @@ void unpremultiply(std::vector<float>& rgba) {
   }
 }
 
-void keep_untouched(const float* result, const float* sent, const HostImage& in, const HostImage& out, int wx1,
-                    int wy1, int wx2, int wy2) {
+void keep_untouched(const float* result, const float* sent, const HostImage& in, const HostImage& out, int wx1, int wy1,
+                    int wx2, int wy2) {
   const int w = in.width();
   const size_t px = in.depth == Depth::Float ? 16 : in.depth == Depth::Short ? 8 : 4;
   wx1 = std::max(wx1, out.x1);

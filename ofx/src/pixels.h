@@ -34,8 +34,8 @@ void from_engine(const float* rgba, const HostImage& img, int wx1, int wy1, int 
                  bool engine_premult, bool host_premult);
 // Where the engine's result equals what it was sent (all four channels, bit for bit: a pixel the swap did not
 // touch), put the input's own pixel into the output, so untouched pixels survive un- and re-premultiplying exactly.
-void keep_untouched(const float* result, const float* sent, const HostImage& in, const HostImage& out, int wx1,
-                    int wy1, int wx2, int wy2);
+void keep_untouched(const float* result, const float* sent, const HostImage& in, const HostImage& out, int wx1, int wy1,
+                    int wx2, int wy2);
 
 double srgb_encode(double linear);
 

@@ -154,8 +154,12 @@ T get_number(OfxParamSetHandle params, const char* name, double t) {
   return value;
 }
 
-int get_int(OfxParamSetHandle params, const char* name, double t) { return get_number<int>(params, name, t); }
-double get_double(OfxParamSetHandle params, const char* name, double t) { return get_number<double>(params, name, t); }
+int get_int(OfxParamSetHandle params, const char* name, double t) {
+  return get_number<int>(params, name, t);
+}
+double get_double(OfxParamSetHandle params, const char* name, double t) {
+  return get_number<double>(params, name, t);
+}
 
 // The engine settings the parameters hold, by the schema's names (the engine validates them again).
 Json settings_of(OfxParamSetHandle params, double t) {
@@ -415,9 +419,10 @@ size_t pixel_bytes(Depth d) {
 std::string pixels_digest(const HostImage& in) {
   Sha256 hash;
   const size_t row = size_t(in.width()) * pixel_bytes(in.depth);
-  for (int y = in.y1; y < in.y2; ++y) hash.update(static_cast<const char*>(in.data) + long(y - in.y1) * in.row_bytes, row);
-  const std::string shape = std::to_string(in.width()) + "x" + std::to_string(in.height()) + "/" +
-                            std::to_string(int(in.depth));
+  for (int y = in.y1; y < in.y2; ++y)
+    hash.update(static_cast<const char*>(in.data) + long(y - in.y1) * in.row_bytes, row);
+  const std::string shape =
+      std::to_string(in.width()) + "x" + std::to_string(in.height()) + "/" + std::to_string(int(in.depth));
   hash.update(shape.data(), shape.size());
   return hash.digest();
 }
@@ -472,7 +477,8 @@ HostImage clip_frame(OfxImageClipHandle src, long long f, const HostImage& like,
     throw EngineError("the host gave no image of frame " + std::to_string(f) + " of the input clip");
   HostImage img = host_image(holder.handle);
   if (img.width() != like.width() || img.height() != like.height() || img.depth != like.depth)
-    throw EngineError("frame " + std::to_string(f) + " of the input clip differs in size or depth from the "
+    throw EngineError("frame " + std::to_string(f) +
+                      " of the input clip differs in size or depth from the "
                       "rendered frame; one shot analysis needs one format (or set Shot Analysis to frame)");
   return img;
 }
@@ -492,7 +498,8 @@ ClipInfo clip_of(OfxImageEffectHandle effect, ClipState& state, OfxImageClipHand
                       " to " + std::to_string(last));
   if (last - first + 1 > kMaxClipFrames)
     throw EngineError("the input clip has " + std::to_string(last - first + 1) + " frames, more than the " +
-                      std::to_string(kMaxClipFrames) + " one shot analysis takes: trim it or set Shot Analysis to frame");
+                      std::to_string(kMaxClipFrames) +
+                      " one shot analysis takes: trim it or set Shot Analysis to frame");
   ClipInfo& known = state.info;
   auto seen = state.digests.find(t);
   if (!known.id.empty() && known.first == first && known.last == last && known.width == in.width() &&
@@ -533,7 +540,8 @@ void hand_over(OfxImageEffectHandle effect, EngineClient& client, ClipState& sta
     const HostImage img = clip_frame(src, f, in, holder);
     if (pixels_digest(img) != state.digests[f]) {  // the host's upstream gave other pixels: the id would lie
       state.info.id.clear();
-      throw EngineError("the host gave frame " + std::to_string(f) + " of the input clip with other pixels than "
+      throw EngineError("the host gave frame " + std::to_string(f) +
+                        " of the input clip with other pixels than "
                         "a moment ago; render again");
     }
     const std::vector<float> px = engine_pixels(img, clip.premult);
@@ -615,8 +623,8 @@ OfxStatus render(OfxImageEffectHandle effect, OfxPropertySetHandle in_args) {
     }
     // The cache key: the frame's pixels, the clip it is a frame of, everything else.
     Sha256 hash;
-    const std::string rest = digest + clip.id + (premult ? "premultiplied" : "") + settings.dump() + sources.dump() +
-                             output + space + note;
+    const std::string rest =
+        digest + clip.id + (premult ? "premultiplied" : "") + settings.dump() + sources.dump() + output + space + note;
     hash.update(rest.data(), rest.size());
     const std::string key = hash.digest();
     std::vector<float> pixels;  // the engine's float copy: made only when the engine is asked

@@ -226,9 +226,9 @@ struct RenderContext {
   std::vector<char> src, dst;  // in memory order
   std::vector<std::unique_ptr<PropertySet>> images;
   long long clip_first = 0;
-  std::vector<std::string> clip_files;                  // the source clip's frames, when the step gives a clip
+  std::vector<std::string> clip_files;                    // the source clip's frames, when the step gives a clip
   std::vector<std::unique_ptr<std::vector<char>>> other;  // frames fetched at other times
-  int fetches = 0;                                       // source images the plugin asked for
+  int fetches = 0;                                        // source images the plugin asked for
 };
 thread_local RenderContext* gContext = nullptr;
 
@@ -618,7 +618,8 @@ Json render(const Json& step) {
     ctx.premult = step["premult"].as_string() == "premultiplied"     ? kOfxImagePreMultiplied
                   : step["premult"].as_string() == "unpremultiplied" ? kOfxImageUnPreMultiplied
                                                                      : kOfxImageOpaque;
-  OfxPropertySetHandle src_props = reinterpret_cast<OfxPropertySetHandle>(&fx->clips[kOfxImageEffectSimpleSourceClipName]->props);
+  OfxPropertySetHandle src_props =
+      reinterpret_cast<OfxPropertySetHandle>(&fx->clips[kOfxImageEffectSimpleSourceClipName]->props);
   setS(src_props, kOfxImageEffectPropPreMultiplication, 0, ctx.premult.c_str());
   std::string input = step["input"].is_string() ? step["input"].as_string() : "";
   if (step["clip"].is_object()) {
@@ -738,10 +739,13 @@ int main() {
             kOfxImageEffectPropFrameRange, 2, range);
       PropertySet args, needed;
       setD(reinterpret_cast<OfxPropertySetHandle>(&args), kOfxPropTime, 0, step["time"].as_number());
-      const OfxStatus status = act(kOfxImageEffectActionGetFramesNeeded, fx, reinterpret_cast<OfxPropertySetHandle>(&args),
-                                   reinterpret_cast<OfxPropertySetHandle>(&needed));
+      const OfxStatus status =
+          act(kOfxImageEffectActionGetFramesNeeded, fx, reinterpret_cast<OfxPropertySetHandle>(&args),
+              reinterpret_cast<OfxPropertySetHandle>(&needed));
       out = props_json(needed);
-      out.set("status", status == kOfxStatOK ? "ok" : status == kOfxStatReplyDefault ? "default" : std::to_string(status));
+      out.set("status", status == kOfxStatOK             ? "ok"
+                        : status == kOfxStatReplyDefault ? "default"
+                                                         : std::to_string(status));
     } else if (op == "parallel") {
       const auto& renders = step["renders"].as_array();
       std::vector<Json> results(renders.size());
