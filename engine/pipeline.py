@@ -21,7 +21,7 @@ import numpy as np
 
 from engine import audit, consent, render_pool, track_models
 from engine import settings as schema
-from engine.analysis import SOURCE_FACE_MODELS, AnalysisRun, FaceModels, ShotAnalysis, face_models, obtain
+from engine.analysis import SOURCE_FACE_MODELS, AnalysisRun, FaceModels, ShotAnalysis, available, face_models, obtain
 from engine.analysis.stats import skin_stats_of
 from engine.colour_window import ColourWindow, composite_frame
 from engine.errors import EngineError, JobCancelled
@@ -113,13 +113,19 @@ class Engine:
         return sorted(faces, key=lambda f: f.centre[0])
 
     def shot_analysis(self, plate: Plate, s: Any, emit: EventSink = _noop,
-                      check_cancel: Any = lambda: None, workers: int | None = None) -> ShotAnalysis:
+                      check_cancel: Any = lambda: None, workers: int | None = None, keep: bool = True
+                      ) -> ShotAnalysis:
         """The plate's shot analysis (computed over the whole plate once, then read from the cache) on
-        ``workers`` threads (None: one per core; the job's own ``workers`` when a render asks)."""
-        run = AnalysisRun(plate, s, emit, check_cancel, lambda stage, mid, **opts: self._analysis_backend(
-            stage, mid, emit, **opts), self.fail_frames, render_pool.workers_for(workers, self.jobs_at_once))
+        ``workers`` threads (None: one per core; the job's own ``workers`` when a render asks). ``keep`` False:
+        neither stored nor remembered (a preview's look at a few frames)."""
+        run = self._analysis_run(plate, s, emit, check_cancel, workers)
         with self._lock:  # dlib's landmarker and recognizer are shared with the source analysis
-            return obtain(run, self._analyses)
+            return obtain(run, self._analyses if keep else None, keep)
+
+    def _analysis_run(self, plate: Plate, s: Any, emit: EventSink = _noop, check_cancel: Any = lambda: None,
+                      workers: int | None = None) -> AnalysisRun:
+        return AnalysisRun(plate, s, emit, check_cancel, lambda stage, mid, **opts: self._analysis_backend(
+            stage, mid, emit, **opts), self.fail_frames, render_pool.workers_for(workers, self.jobs_at_once))
 
     def _analysis_backend(self, stage: str, model_id: str, emit: EventSink, **options: Any) -> Any:
         """An analysis model from the registry; a neural one says what it really runs on, as the swappers do."""
@@ -197,11 +203,11 @@ class Engine:
                           s.temporal_smoothing)
 
     # ---- the frame's journey ------------------------------------------------------------------------------
-    def _select(self, ctx: JobContext, todo: list[int]
+    def _select(self, ctx: JobContext, todo: list[int], keep: bool = True
                 ) -> tuple[dict[int, list[Face]], dict[tuple[int, int], SkinStats]]:
         """analyse -> select: the faces to replace in the rendered frames, and the plate skin statistics of their
         tracks over each frame's colour window (from the shot analysis: never from the job's frame range)."""
-        analysis = self.shot_analysis(ctx.plate, ctx.settings, ctx.emit, ctx.check_cancel, ctx.job.workers)
+        analysis = self.shot_analysis(ctx.plate, ctx.settings, ctx.emit, ctx.check_cancel, ctx.job.workers, keep)
         # the colour window, the held mouth openness and head turn
         reach = max(ctx.radius, track_models.MOUTH_HOLD, track_models.TURN_HOLD)
         near = sorted({g for f in todo for g in range(f - reach, f + reach + 1)} & set(analysis.frames))
@@ -304,10 +310,16 @@ class Engine:
         on_event(summary)
         return summary
 
-    def preview(self, job: SwapJob, frame: int) -> PreviewResult:
-        """One frame as the render would write it (same colour window), without writing."""
+    def preview(self, job: SwapJob, frame: int, window: int = 0) -> PreviewResult:
+        """One frame as the render would write it (same colour window), without writing. ``window`` > 0: where the
+        shot has no analysis yet, analyse only the frames within ``window`` of ``frame`` (kept nowhere) and say so
+        (``PreviewResult.window``): a first look in seconds instead of after the whole plate, not the final pixels
+        (tracks, smoothing and colour statistics of a few frames, not of the shot)."""
         s = _checked_settings(job.settings)
         plate = Plate(_plate_input(job.plate, s))
+        look = bool(window) and not available(self._analysis_run(plate, s), self._analyses)
+        if look:
+            plate.frames = [f for f in plate.frames if abs(f - frame) <= window]  # what this plate reads is these
         warnings: list[str] = []
 
         def collect(event: dict[str, Any]) -> None:
@@ -317,13 +329,13 @@ class Engine:
         try:
             _frame_range(plate, frame, frame)
             ctx = self._context(job, s, plate, collect, None)
-            selected, stats = self._select(ctx, [frame])
+            selected, stats = self._select(ctx, [frame], keep=not look)
             (p,) = self._swap_chunk(ctx, selected, [frame])
             window = ColourWindow(ctx, selected, stats)
             layers, rgba = mark_preview(ctx, p, *composite_frame(ctx, p, window.matched(p)))
         finally:
             plate.close()
-        return PreviewResult(rgba, layers.mattes, len(p.faces), warnings + p.warnings)
+        return PreviewResult(rgba, layers.mattes, len(p.faces), warnings + p.warnings, look)
 
     def analyse(self, plate_input: ImageInput, frame: int, settings: Any, on_event: EventSink = _noop,
                 cancel: threading.Event | None = None) -> list[dict[str, Any]]:

@@ -96,3 +96,4 @@ class PreviewResult:
     mattes: dict[str, np.ndarray]
     faces: int
     warnings: list[str] = field(default_factory=list)
+    window: bool = False  # made from an analysis of a few frames around it, not the shot's: not the final pixels

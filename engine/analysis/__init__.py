@@ -25,7 +25,7 @@ from engine.cachekey import file_identity
 from engine.io import memory
 
 __all__ = ["SOURCE_FACE_MODELS", "AnalysisRun", "FaceModels", "ShotAnalysis", "TrackRecord", "analysis_key",
-           "face_models", "obtain"]
+           "available", "face_models", "obtain"]
 
 MEMO_SIZE = 2  # analyses an engine keeps in memory (a server previewing one shot after another)
 
@@ -44,17 +44,25 @@ def analysis_key(run: AnalysisRun) -> str:
                               analysis_settings(run.settings), extra)
 
 
-def obtain(run: AnalysisRun, memo: OrderedDict[str, ShotAnalysis] | None = None) -> ShotAnalysis:
-    """The plate's analysis: from memory, from the cache folder, or computed now (and stored)."""
+def available(run: AnalysisRun, memo: OrderedDict[str, ShotAnalysis] | None = None) -> bool:
+    """Whether ``obtain`` would read the plate's analysis rather than compute it."""
+    key = analysis_key(run)
+    path = store.path_for(key)
+    return (memo is not None and key in memo) or (path is not None and path.is_file())
+
+
+def obtain(run: AnalysisRun, memo: OrderedDict[str, ShotAnalysis] | None = None, keep: bool = True) -> ShotAnalysis:
+    """The plate's analysis: from memory, from the cache folder, or computed now (and stored unless ``keep`` is
+    False: a preview's look at a few frames, which no render may read)."""
     key = analysis_key(run)
     if memo is not None and key in memo:
         memo.move_to_end(key)
         return memo[key]
-    analysis = store.load(key)
+    analysis = store.load(key) if keep else None
     if analysis is None:
         analysis = analyse_plate(run)
         memory.give_back_freed()  # the kept frames are gone: the render does not grow on top of their pages
-        problem = store.save(key, analysis)
+        problem = store.save(key, analysis) if keep else None
         if problem:
             run.emit({"type": "warning", "frame": None, "message": problem})
     else:

@@ -189,10 +189,13 @@ class JobRequests(ClientState):
         return job
 
     def preview(self, plate: Any, sources: list[Any], frame: int, settings: dict[str, Any] | None = None,
-                *, copy: bool = True, consent: list[dict[str, str]] | None = None) -> JobHandle:
-        """One frame swapped, back as pixels (no file). ``job.wait()`` → PreviewFrame."""
+                *, copy: bool = True, consent: list[dict[str, str]] | None = None,
+                analysis_window: int = 0) -> JobHandle:
+        """One frame swapped, back as pixels (no file). ``job.wait()`` → PreviewFrame. ``analysis_window`` N: where
+        the shot is not analysed yet, from the frames within N of ``frame`` only (``PreviewFrame.window``)."""
         return self._submit_job("preview", lambda held: {**self._images(plate, sources, held), "frame": int(frame),
-                                                      "settings": dict(settings or {}), **_carried(consent)}, copy)
+                                                      "settings": dict(settings or {}), **_carried(consent),
+                                                      "analysis_window": int(analysis_window)}, copy)
 
     def analyse(self, plate: Any, frame: int, settings: dict[str, Any] | None = None) -> JobHandle:
         """The faces in one frame. ``job.wait()`` → [{"index", "box", "landmarks", "embedding", "thumbnail"}]."""

@@ -40,6 +40,7 @@ class PreviewFrame:
     mattes: dict[str, Any] = field(default_factory=dict)  # float32 (H, W) each
     faces: int = 0
     warnings: list[str] = field(default_factory=list)
+    window: bool = False  # a first look from a few frames' analysis (analysis_window), not the final pixels
 
 
 Layers = dict[str, Any]  # layer name -> numpy array read from the result slot
@@ -127,6 +128,13 @@ def _parse_frame_job(msg: dict[str, Any], sources_required: bool) -> dict[str, A
             "out_slot": _out_slot(msg), "consent": consent_records(msg)}
 
 
+def _parse_preview(msg: dict[str, Any]) -> dict[str, Any]:
+    """A frame job; ``analysis_window`` N > 0: where the shot has no analysis yet, look at the frames within N of it
+    only (a first look, marked ``window`` in the result; not the final pixels)."""
+    return {**_parse_frame_job(msg, True),
+            "analysis_window": int_field(msg, "analysis_window", required=False, default=0, lo=0, hi=10_000)}
+
+
 def _parse_host_frame(msg: dict[str, Any]) -> dict[str, Any]:
     """A compositing host's final frame (issue 37, the OpenFX plugin): pixels in, pixels back, audited."""
     out = _parse_frame_job(msg, True)
@@ -187,7 +195,7 @@ def _preview_result(ev: dict[str, Any], layers: Layers) -> PreviewFrame:
     result = ev.get("result") or {}
     mattes = {k[len("matte."):]: v for k, v in layers.items() if k.startswith("matte.")}
     return PreviewFrame(rgba=layers["rgba"], mattes=mattes, faces=int(result.get("faces", 0)),
-                        warnings=list(result.get("warnings", [])))
+                        warnings=list(result.get("warnings", [])), window=bool(result.get("window", False)))
 
 
 def _analyse_result(ev: dict[str, Any], layers: Layers) -> list[dict[str, Any]]:
@@ -212,7 +220,7 @@ def _fields_result(ev: dict[str, Any], _layers: Layers) -> dict[str, Any]:
 JOB_KINDS: dict[str, JobKind] = {k.name: k for k in (
     JobKind("render", _parse_render, "run_render", lambda ev, _layers: ev, lane="render", writes_files=True,
             pixels_back=False),
-    JobKind("preview", lambda m: _parse_frame_job(m, True), "run_preview", _preview_result),
+    JobKind("preview", _parse_preview, "run_preview", _preview_result),
     JobKind("analyse", lambda m: _parse_frame_job(m, False), "run_analyse", _analyse_result),
     # A host's render is a deliverable (issue 37): the render lane, watermark, consent, audit line and provenance,
     # like "render", with the pixels back in a slot like "preview".

@@ -172,11 +172,12 @@ def run_render(engines: EngineHolder, req: dict[str, Any], plate: ImageInput, so
 def run_preview(engines: EngineHolder, req: dict[str, Any], plate: ImageInput, sources: list[ImageInput],
                 settings: Any, emit: Callable[[dict[str, Any]], None], cancel: threading.Event) -> JobOutput:
     job = SwapJob(sources=sources, plate=plate, output_dir=None, settings=settings)
-    res = engines.get().preview(job, req["frame"])
+    res = engines.get().preview(job, req["frame"], req.get("analysis_window", 0))
     layers = [Layer("rgba", np.asarray(res.rgba, dtype=np.float32))]
     for name, matte in (res.mattes or {}).items():
         layers.append(Layer(f"matte.{name}", np.asarray(matte, dtype=np.float32)))
-    return JobOutput(fields={"faces": int(res.faces), "warnings": [str(w) for w in (res.warnings or []) if w]},
+    return JobOutput(fields={"faces": int(res.faces), "warnings": [str(w) for w in (res.warnings or []) if w],
+                             "window": bool(res.window)},
                      layers=layers)
 
 
