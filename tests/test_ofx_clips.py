@@ -180,6 +180,11 @@ def test_a_changed_frame_is_a_new_clip_and_frame_analysis_is_a_choice(host, clip
     first, edit, again, alone, between = clips
     assert between["analysis"] == "frame" and between["first"] == FIRST + 2  # the time rounded: named by its frame
     assert first["id"] != edit["id"] and edit["id"] == again["id"]
+    # The render id (the watermark's payload carries it) is the clip's: another clip, or a frame alone, has another.
+    ids = [d["provenance"]["facefusion:render_id"] for d in dumps(tmp_path / "dump")]
+    assert ids[1] == ids[2] and len({ids[0], ids[1], ids[3], ids[4]}) == 4
+    marks = [json.loads(d["provenance"]["facefusion:watermark"])["payload"] for d in dumps(tmp_path / "dump")]
+    assert marks[1] == marks[2] and marks[0] != marks[1]
     assert (first["first"], first["last"], first["analysis"]) == (FIRST, FIRST + 3, "clip")
     assert alone["analysis"] == "frame" and (alone["first"], alone["last"]) == (FIRST + 3, FIRST + 3)
     assert len({c["id"] for c in clips}) == 4
