@@ -72,17 +72,6 @@ class TargetBake:
     analysis: dict[str, Any] = field(default_factory=dict)  # the engine's last shot-analysis progress event
 
 
-def no_face_ranges(item: TargetBake) -> list[tuple[int, int]]:
-    """Scene frame ranges of the bake's range whose frame has no face replaced (from the coverage record)."""
-    ff = item.target.settings
-    record = coverage.parse(ff.coverage)
-    if record.key != item.key:
-        return []
-    wanted = set(item.needed)
-    timeline = {s: p for s, p in item.target.timeline_frames(item.target.plate()).items() if p in wanted}
-    return coverage.summarise(record, timeline, ff.coverage_threshold).no_face
-
-
 def _stop_copy(item: TargetBake) -> None:
     proc, item.copy_proc = item.copy_proc, None
     if proc is not None and proc.poll() is None:
@@ -105,6 +94,7 @@ class BakeRun:
     warnings: list[str] = field(default_factory=list)
     providers: dict[str, str] = field(default_factory=dict)  # model -> execution provider the engine reported
     last_copy: float = 0.0
+    look: Any = None  # the UI's first look (first_look.FirstLook): its target's job waits until it came back
 
     @property
     def total(self) -> int:
@@ -155,6 +145,8 @@ class BakeRun:
 
     def _step(self, item: TargetBake, timeout: float) -> None:
         if item.job is None and not item.engine_over:
+            if self.look is not None and not self.look.gate(item):
+                return
             if item.engine_frames:
                 item.job = session.get(os.path.dirname(item.folder)).submit_render(item.request)
             else:  # everything is on disk already, maybe only to be copied
@@ -388,7 +380,7 @@ def bake_blocking(tgts: list[targets.Target], frame_start: int | None = None, fr
     for item in items:  # frames made before a failure count too
         record_coverage(item, final=True)
         try:
-            no_face = no_face_ranges(item) if not item.error else []
+            no_face = coverage.no_face_ranges(item) if not item.error else []
         except (plates.PlateError, OSError, ReferenceError):  # the plate went away: the line says the rest
             no_face = []
         print(f"Face Fusion {item.target.label}: {len(item.done & set(item.frames))} of {len(item.frames)} missing "

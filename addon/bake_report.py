@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 
 from . import coverage, plates
-from .bake import BakeRun, TargetBake, no_face_ranges
+from .bake import BakeRun, TargetBake
 
 MAX_WARNINGS = 5  # engine warnings reported one by one; the rest are counted (all are printed to the console)
 Report = Callable[[set[str], str], None]  # an operator's report()
@@ -30,7 +30,7 @@ def target_line(item: TargetBake, cancelled: bool = False) -> tuple[str, str]:
         text = f"{made} frames baked" + (f" ({total - made} already there)" if total > made else "")
     level = "WARNING" if cancelled else "INFO"
     try:
-        no_face = no_face_ranges(item)
+        no_face = coverage.no_face_ranges(item)
     except (plates.PlateError, OSError, ReferenceError) as exc:  # the plate or the strip/node went away meanwhile
         no_face, text = [], f"{text} (coverage not read: {exc})"
     if no_face:

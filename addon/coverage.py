@@ -150,3 +150,15 @@ def ranges_text(found: list[tuple[int, int]]) -> str:
     shown = ", ".join(range_label(a, b) for a, b in found[:MAX_RANGES])
     more = len(found) - MAX_RANGES
     return shown + (f", +{more} more ranges" if more > 0 else "")
+
+
+def no_face_ranges(item: Any) -> list[tuple[int, int]]:
+    """Scene frame ranges of a bake's range (``item``: a bake.TargetBake) whose frame has no face replaced, from the
+    coverage record."""
+    ff = item.target.settings
+    record = parse(ff.coverage)
+    if record.key != item.key:
+        return []
+    wanted = set(item.needed)
+    timeline = {s: p for s, p in item.target.timeline_frames(item.target.plate()).items() if p in wanted}
+    return summarise(record, timeline, ff.coverage_threshold).no_face

@@ -13,7 +13,7 @@ NO_FACE = re.compile(r"^no face to replace in frame \d+")
 _SCENE_FRAMES: dict[int, dict[int, list[int]]] = {}  # id(TargetBake) -> plate frame -> its scene frames
 
 
-def _scene_frames(item: Any, plate_frame: int) -> list[int]:
+def scene_frames(item: Any, plate_frame: int) -> list[int]:
     table = _SCENE_FRAMES.get(id(item))
     if table is None:
         table = {}
@@ -35,7 +35,7 @@ def text(item: Any, event: dict[str, Any]) -> list[str]:
         return [f"{item.target.label}: {message}"]
     if NO_FACE.match(message):
         return []
-    scene = _scene_frames(item, int(frame))
+    scene = scene_frames(item, int(frame))
     if not scene:
         return [f"{item.target.label}: plate frame {frame}: {message}"]
     where = ", ".join(map(str, scene))

@@ -8,7 +8,7 @@ from typing import Any
 
 import bpy
 
-from . import bake, bake_progress, bake_report, lookup, op_consent, open_runs, plates, retarget, session
+from . import bake, bake_progress, bake_report, first_look, lookup, op_consent, open_runs, plates, retarget, session
 from .op_common import OwnerOp, redraw_editors
 from .targets import Target, output_name
 
@@ -97,6 +97,7 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
         except (bake.BakeError, plates.PlateError, session.EngineUnavailable, OSError) as exc:
             return self._refused(context, str(exc))
         self._run = open_runs.track(bake.start(items, frame_landed))  # closing the file ends it
+        self._run.look = first_look.for_run(items)  # a fresh shot: a preview of its first frame comes first
         runtime = context.window_manager.face_fusion_runtime
         runtime.running, runtime.progress, runtime.message = True, 0.0, "Face Fusion: baking"
         context.window_manager.progress_begin(0, 1)
@@ -111,6 +112,8 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
             return self._finish_closed(context)
         if event.type == "ESC" and not run.cancelled:
             run.cancel()
+            if run.look is not None:
+                run.look.drop()
         elif event.type != "TIMER":
             return {"PASS_THROUGH"}
         try:
@@ -125,6 +128,8 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
             bake.record_coverage(item)
         wm = context.window_manager
         runtime = wm.face_fusion_runtime
+        if run.look is not None:  # shown once back, taken away once its frame is baked
+            run.look.update(runtime)
         runtime.progress = run.progress
         # the shot analysis (frames of the shot, which pass) before a target's first frame, then frames made
         runtime.message = bake_progress.status_line(run.items) + (" (cancelling)" if run.cancelled else "")
@@ -145,8 +150,10 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
 
     def _finish_closed(self, context: Any) -> set[str]:
         """End a run whose .blend was closed: timer, progress bar and status go; no report (its targets are gone)."""
+        if self._run is not None and self._run.look is not None:
+            self._run.look.drop()  # its image went with the file
         runtime = self._end_ui(context)
-        runtime.progress, runtime.message = 0.0, ""
+        runtime.progress, runtime.message, runtime.first_look = 0.0, "", ""
         return {"CANCELLED"}
 
     def _end_ui(self, context: Any) -> Any:
@@ -163,9 +170,12 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
         return runtime
 
     def _finish(self, context: Any) -> set[str]:
-        self._end_ui(context)
+        runtime = self._end_ui(context)
         run = self._run
         assert run is not None
+        if run.look is not None:  # a preview never outlives its bake
+            run.look.drop()
+            run.look.remove(runtime)
         for item in run.items:
             bake.record_coverage(item, final=True)
         return self._reported(context, run)

@@ -10,6 +10,7 @@ from . import (
     cache_admin,
     cache_move,
     coverage,
+    first_look,
     lookup,
     on_demand,
     op_cache,
@@ -137,6 +138,8 @@ def draw_settings(layout: Any, context: Any, owner: Any) -> None:
     _owner_args(row.operator("facefusion.bake", icon="RENDER_ANIMATION"), target)
     _owner_args(row.operator("facefusion.rebake", icon="FILE_REFRESH"), target)
     if ff.preview_image is not None:
+        if runtime.running and runtime.first_look and ff.preview_image.name == first_look.image_name(target):
+            box.label(text=runtime.first_look, icon="HIDE_OFF")  # marked: not a baked frame
         box.template_ID_preview(ff, "preview_image", hide_buttons=True)
     draw_coverage(col.box(), target, runtime.running)
 

@@ -152,6 +152,7 @@ class FaceFusionRuntime(bpy.types.PropertyGroup):
     message: bpy.props.StringProperty(default="")
     providers: bpy.props.StringProperty(
         default="", description="What the engine reported each neural model of the last bake ran on")
+    first_look: bpy.props.StringProperty(default="", description="What the panel's preview shows while a bake runs")
 
 
 CLASSES = (FaceFusionSource, FaceFusionFace, FaceFusionSettings, FaceFusionRuntime)

@@ -96,9 +96,19 @@ class Session:
 
     def preview(self, plate: dict[str, Any], sources: list[dict[str, Any]], frame: int,
                 settings: dict[str, Any], timeout: float = 300.0, consent: list[dict[str, str]] | None = None) -> Any:
-        job = self._call(self.client.preview, plate=_ref(plate), sources=[_ref(s) for s in sources],
-                         frame=frame, settings=settings, consent=consent)
-        return self._call(job.wait, timeout)
+        return self._call(self.submit_preview(plate, sources, frame, settings, consent).wait, timeout)
+
+    def submit_preview(self, plate: dict[str, Any], sources: list[dict[str, Any]], frame: int,
+                       settings: dict[str, Any], consent: list[dict[str, str]] | None = None,
+                       analysis_window: int = 0) -> Any:
+        """A preview job, not waited for (``preview_result`` polls it)."""
+        return self._call(self.client.preview, plate=_ref(plate), sources=[_ref(s) for s in sources],
+                          frame=frame, settings=settings, consent=consent, analysis_window=analysis_window)
+
+    def preview_result(self, job: Any) -> Any:
+        """A submitted preview's PreviewFrame once it is over, None while it runs; never blocks."""
+        self._call(job.poll)
+        return self._call(job.outcome) if job.done else None
 
     # -- responsible use (issue 14): consent per source identity, Content Credentials on rendered files
     def consent(self, sources: list[dict[str, Any]], action: str = "check", note: str = "", who: str = "",
