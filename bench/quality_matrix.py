@@ -6,7 +6,8 @@ spread across the pairs.
     .venv/bin/python bench/quality_matrix.py [--out /tmp/quality_matrix] [--data ../shared/data] [--pairs a,b]
 
 The data is read where it lies (never copied into the repository); everything written goes under ``--out``. A
-second run reuses the EXRs already rendered (``swap --skip-existing``): delete ``--out`` to render afresh.
+second run (say, after a killed one) reuses the EXRs already rendered (``swap --skip-existing``) and the pairs
+already measured (their ``report/figures.json``): delete ``--out`` to render and measure afresh.
 """
 
 from __future__ import annotations
@@ -144,9 +145,10 @@ def main(argv: list[str]) -> int:
             walls[pair.slug] = (float("nan"), float("nan"))
             continue
         swap, quality = commands(pair, os.path.abspath(args.data), out)
+        figures = os.path.join(out, pair.slug, "report", "figures.json")
         t_swap = run(swap, log, env)
-        t_quality = run(quality, log, env)
-        with open(os.path.join(out, pair.slug, "report", "figures.json"), encoding="utf-8") as fh:
+        t_quality = float("nan") if os.path.exists(figures) else run(quality, log, env)
+        with open(figures, encoding="utf-8") as fh:
             rows[pair.slug] = json.load(fh)
         walls[pair.slug] = (t_swap, t_quality)
         print(f"{pair.slug}: swap {t_swap:.0f} s, quality {t_quality:.0f} s", flush=True)
