@@ -112,12 +112,11 @@ class ColourWindow:
             # Inside the shape zone the swap keeps its own mid-frequency shading (identity); elsewhere the plate's.
             size = lin709.shape[0]
             zone = None if fc.lm68 is None else lighting.shape_zone(fc.lm68, size, fc.face_scale)
-            mirror = None if fc.lm68 is None else face_symmetry.mirror_maps(fc.lm68, size)
             before = lin709
             lin709 = lighting.relight(lin709, fc.target709, skin_t, fc.face_scale, skin_swapped=skin_s,
                                       strength=s.lighting_strength, scale=s.lighting_scale,
                                       tone=lighting.SkinTone.pooled(tones) if tones else None, zone=zone,
-                                      mirror=mirror, facing=0.0 if fc.lm68 is None else face_symmetry.facing(fc.lm68),
+                                      mirror=fc.lm68, facing=0.0 if fc.lm68 is None else face_symmetry.facing(fc.lm68),
                                       colour_keep=None if fc.lm68 is None else face_symmetry.eye_openings(
                                           fc.lm68, size, fc.face_scale))
             if fc.shown is not None:

@@ -53,7 +53,7 @@ def test_only_the_symmetric_part_of_the_zones_shading_is_kept_with_mirror_maps()
     one_side = swapped * _blob(c, left + below)[..., None]  # a side key light's shadow: one socket only
     both = swapped * (_blob(c, left + below) * _blob(c, right + below))[..., None]  # the face's shape: both
     zone = lighting.shape_zone(lm, c["size"], c["scale"])
-    mirror = face_symmetry.mirror_maps(lm, c["size"])
+    mirror = lm  # relight mirrors the zone across these landmarks
     r = 0.03 * c["scale"]
     plain = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], zone=zone, mirror=mirror)
 
@@ -79,7 +79,7 @@ def test_a_side_lit_plates_light_is_kept_as_the_plate_has_it_with_mirror_maps():
     left, right = lm[[37, 38, 40, 41]].mean(0), lm[[43, 44, 46, 47]].mean(0)
     below = np.array([0.0, 0.12 * c["scale"]])  # the cheekbones, inside the zone
     zone = lighting.shape_zone(lm, c["size"], c["scale"])
-    mirror = face_symmetry.mirror_maps(lm, c["size"])
+    mirror = lm  # relight mirrors the zone across these landmarks
     light = _blob(c, left + below, depth=0.8) * _blob(c, right + below, depth=-0.2)  # deep shadow left, lit right
     side_lit = c["lin"] * light[..., None]
     r = 0.03 * c["scale"]

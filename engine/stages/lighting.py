@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from engine.stages import blur, geometry68
+from engine.stages import blur, face_symmetry, geometry68, smooth_field
+from engine.stages.smooth_field import Smooth
 
 # Gaussian sigma of the base, as a fraction of the face size (sqrt of the outline's area). Measured on 16 faces
 # (9 from the walkers clip, 7 photo pairs) with engine.quality.metrics.skin_delta_e after the whole chain
@@ -71,7 +72,6 @@ CHROMA_DETAIL = 0.3
 ZONE_LEVEL = 1.0
 ZONE_LIFT_MAX = 0.15
 ZONE_EDGE_FADE = 0.0
-_WORK_SIGMA = 3.0  # the base's sigma in working pixels: the fill runs on a crop shrunk to about this
 _LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
 
 
@@ -105,34 +105,27 @@ def skin_tone(lin: np.ndarray, skin: np.ndarray) -> SkinTone | None:
     return SkinTone(mean=np.maximum(mean, 1e-6), pixels=total)
 
 
-def smooth_fill(img: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray:
-    """Weighted Gaussian mean of ``img`` (H, W, C) at ``sigma`` px (normalised convolution), with holes and the
-    area outside ``weight`` filled from coarser levels of a push-pull pyramid: smooth everywhere, and inside the
-    weight's support it is the local weighted mean. Runs on a shrunk copy (the result is smooth anyway)."""
-    h, w = weight.shape
-    f = max(1.0, sigma / _WORK_SIGMA)
-    sw, sh = max(2, int(round(w / f))), max(2, int(round(h / f)))
-    wt = np.asarray(weight, np.float32)
-    num = cv2.resize(np.multiply(img, wt[..., None], dtype=np.float32), (sw, sh), interpolation=cv2.INTER_AREA)
-    den = cv2.resize(wt, (sw, sh), interpolation=cv2.INTER_AREA)
-    s = sigma / f
-    num = cv2.GaussianBlur(num, (0, 0), s)
-    den = cv2.GaussianBlur(den, (0, 0), s)
-    levels = [(num.reshape(sh, sw, -1), den)]
-    while min(levels[-1][1].shape) > 2:
-        n, d = levels[-1]
-        levels.append((cv2.pyrDown(n).reshape(-(-n.shape[0] // 2), -(-n.shape[1] // 2), -1), cv2.pyrDown(d)))
-    # Coarsest level: the global weighted mean (or 0 when the weight is empty everywhere).
-    n_all, d_all = num.reshape(-1, num.shape[-1] if num.ndim == 3 else 1).sum(0), float(den.sum())
-    est = np.broadcast_to(n_all / max(d_all, 1e-12), levels[-1][0].shape).astype(np.float32)
-    tau = 0.25 * float(den.max()) if d_all > 0 else 1.0  # below this share of skin the coarser level takes over
-    for n, d in reversed(levels):
-        up = cv2.resize(est, (d.shape[1], d.shape[0]), interpolation=cv2.INTER_LINEAR).reshape(n.shape)
-        a = np.clip(d / tau, 0.0, 1.0)[..., None]
-        local = n / np.maximum(d, 1e-12)[..., None]
-        est = a * local + (1.0 - a) * up
-    out = cv2.resize(est, (w, h), interpolation=cv2.INTER_LINEAR)
-    return np.asarray(out.reshape(h, w, -1), np.float32)
+def _log_luma(x: np.ndarray) -> np.ndarray:
+    return np.log(np.maximum(x @ _LUMA, 1e-6))
+
+
+def _base(x: np.ndarray, skin: np.ndarray, face_scale: float, scale: float, robust: bool = True,
+          keep_dark: bool = False, log_luma: np.ndarray | None = None) -> Smooth:
+    """``base_layer`` on the face's working grid. ``x``: the crop clipped at 0 (float32); ``log_luma``: its
+    ``_log_luma`` when the caller has it (every base of one image shares it)."""
+    sigma = max(scale * float(face_scale), 1.0)
+    w = np.clip(skin, 0.0, 1.0).astype(np.float32)
+    first = smooth_field.fill(x, w, sigma)
+    first = first.like(np.maximum(first.grid, 1e-6))
+    if not robust:
+        return first
+    ll = _log_luma(x) if log_luma is None else log_luma
+    r = ll - first.like(np.log(first.grid @ _LUMA)).full1()
+    w2 = w * np.exp(-((np.maximum(r, 0.0) if keep_dark else r) / _ROBUST_LOG) ** 2)
+    if w2.sum() < MIN_SKIN_PX:
+        return first
+    second = smooth_field.fill(x, w2, sigma)
+    return second.like(np.maximum(second.grid, 1e-6))
 
 
 def base_layer(lin: np.ndarray, skin: np.ndarray, face_scale: float, scale: float = BASE_SCALE,
@@ -141,97 +134,114 @@ def base_layer(lin: np.ndarray, skin: np.ndarray, face_scale: float, scale: floa
     skin pixels far from the first base (beard shadow, specular highlights, moles) so they neither darken nor
     lighten it; with ``keep_dark`` only the bright ones (highlights) are down-weighted."""
     _check(lin, skin)
-    sigma = max(scale * float(face_scale), 1.0)
-    x = np.maximum(lin, 0.0).astype(np.float32)
-    w = np.clip(skin, 0.0, 1.0).astype(np.float32)
-    base = np.maximum(smooth_fill(x, w, sigma), 1e-6)
-    r = np.log(np.maximum(x @ _LUMA, 1e-6) / (base @ _LUMA))
-    w2 = w * np.exp(-((np.maximum(r, 0.0) if keep_dark else r) / _ROBUST_LOG) ** 2)
-    if robust and w2.sum() >= MIN_SKIN_PX:
-        base = np.maximum(smooth_fill(x, w2, sigma), 1e-6)
-    return base
+    return _base(np.maximum(lin, 0.0).astype(np.float32), skin, face_scale, scale, robust, keep_dark).full()
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """What every base of one ``relight`` shares: the swap and the plate crop clipped at 0, their log luminances,
+    the skins they are measured on, and the plate's pooled tone over this frame's (None: this frame's own)."""
+
+    x: np.ndarray
+    t: np.ndarray
+    ll_x: np.ndarray
+    ll_t: np.ndarray | None  # None when the plate's skin is too small to measure
+    skin_t: np.ndarray
+    skin_s: np.ndarray
+    face_scale: float
+    tone: SkinTone | None
+    tone_ratio: np.ndarray | None
+
+    @staticmethod
+    def of(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, face_scale: float,
+           skin_swapped: np.ndarray | None, tone: SkinTone | None) -> _Pair:
+        x = np.maximum(swapped, 0.0).astype(np.float32)
+        t = np.maximum(target, 0.0).astype(np.float32)
+        measurable = float(skin_target.sum()) >= MIN_SKIN_PX
+        here = skin_tone(target, skin_target) if tone is not None and measurable else None
+        ratio = None if here is None else (tone.mean / here.mean).astype(np.float32)
+        return _Pair(x, t, _log_luma(x), _log_luma(t) if measurable else None, skin_target,
+                     skin_target if skin_swapped is None else skin_swapped, face_scale, tone, ratio)
 
 
 def lighting_gain(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, face_scale: float, *,
                   skin_swapped: np.ndarray | None = None, tone: SkinTone | None = None,
-                  target_base: np.ndarray | None = None, scale: float = BASE_SCALE) -> np.ndarray:
-    """The gain of ``_gain_and_base`` alone."""
-    return _gain_and_base(swapped, target, skin_target, face_scale, skin_swapped=skin_swapped, tone=tone,
-                          target_base=target_base, scale=scale)[0]
+                  scale: float = BASE_SCALE) -> np.ndarray:
+    """The per-pixel, per-channel gain (H, W, 3) that takes the swap's base to the target's (``_gain_and_base``)."""
+    pair = _Pair.of(swapped, target, skin_target, face_scale, skin_swapped, tone)
+    return _gain_and_base(pair, scale)[0].full()
 
 
-def _gain_and_base(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, face_scale: float, *,
-                   skin_swapped: np.ndarray | None = None, tone: SkinTone | None = None,
-                   target_base: np.ndarray | None = None, scale: float = BASE_SCALE
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """(gain, the swap's own base, the target's base as measured here: None when pooled or flat). The gain is
-    per-pixel and per-channel (H, W, 3) and takes the swap's base to the target's.
+def _gain_and_base(p: _Pair, scale: float) -> tuple[Smooth, Smooth, Smooth | None]:
+    """(gain, the swap's own base, the target's base as measured here: None when flat), on one working grid. The
+    gain takes the swap's base to the target's.
 
-    ``tone``: the track's pooled skin tone. When given, the target base keeps its shape (this frame's shading)
+    ``p.tone``: the track's pooled skin tone. When given, the target base keeps its shape (this frame's shading)
     but its skin-weighted mean is the pooled one, so level and colour come from many frames (no pulse, and a
-    frame with a tiny or hidden face borrows its neighbours' statistics).
-    ``target_base``: the track's pooled base itself (the mean of ``base_layer`` over neighbouring frames; crops
-    follow the face, so their bases line up). It replaces this frame's base and ``tone``."""
-    skin_s = skin_target if skin_swapped is None else skin_swapped
-    if float(skin_s.sum()) < MIN_SKIN_PX:
-        raise ValueError(f"the swapped face has {float(skin_s.sum()):.0f} skin pixels, fewer than {MIN_SKIN_PX}: "
+    frame with a tiny or hidden face borrows its neighbours' statistics)."""
+    if float(p.skin_s.sum()) < MIN_SKIN_PX:
+        raise ValueError(f"the swapped face has {float(p.skin_s.sum()):.0f} skin pixels, fewer than {MIN_SKIN_PX}: "
                          "skip lighting for this face (its crop is too small or its matte empty)")
     # The swap's base leaves out only its highlights, the target's every outlier: the source's stubble, freckles
     # and lid creases then count in the swap's level, so they neither darken nor yellow the plate's cheeks
     # (walkers, 15 faces, swap base a plain mean: dE76 median 1.96 -> 1.55, the L* bias on a pale face's cheeks
     # -3 -> -1.4), while the target's beard shadow and features still never print into the face.
-    base_s = base_layer(swapped, skin_s, face_scale, scale, keep_dark=True)
-    if target_base is not None:
-        if target_base.shape != swapped.shape:
-            raise ValueError(f"the pooled target base {target_base.shape} does not match the crop {swapped.shape}: "
-                             "pool bases of crops of the same size")
-        base_t = np.maximum(target_base, 1e-6)
-        measured = None
-    elif float(skin_target.sum()) >= MIN_SKIN_PX:
-        base_t = measured = base_layer(target, skin_target, face_scale, scale)
-        here = skin_tone(target, skin_target)
-        if tone is not None and here is not None:  # measured like the pooled tones were: tone == here is a no-op
-            base_t = base_t * (tone.mean / here.mean).astype(np.float32)
-    elif tone is not None:  # nothing to measure here: the pooled tone, flat
-        base_t = np.broadcast_to(tone.mean.astype(np.float32), base_s.shape)
+    base_s = _base(p.x, p.skin_s, p.face_scale, scale, keep_dark=True, log_luma=p.ll_x)
+    if p.ll_t is not None:
+        base_t = measured = _base(p.t, p.skin_t, p.face_scale, scale, log_luma=p.ll_t)
+        if p.tone_ratio is not None:  # measured like the pooled tones were: tone == here is a no-op
+            base_t = base_t.like(base_t.grid * p.tone_ratio)
+    elif p.tone is not None:  # nothing to measure here: the pooled tone, flat
+        base_t = base_s.like(np.broadcast_to(p.tone.mean.astype(np.float32), base_s.grid.shape))
         measured = None
     else:
-        raise ValueError(f"the target face has {float(skin_target.sum()):.0f} skin pixels, fewer than "
+        raise ValueError(f"the target face has {float(p.skin_t.sum()):.0f} skin pixels, fewer than "
                          f"{MIN_SKIN_PX}, and no pooled SkinTone was given: pass the track's pooled tone")
-    return np.clip(base_t / base_s, 1.0 / _GAIN_LIMIT, _GAIN_LIMIT).astype(np.float32), base_s, measured
+    return base_s.like(np.clip(base_t.grid / base_s.grid, 1.0 / _GAIN_LIMIT, _GAIN_LIMIT)), base_s, measured
 
 
 _HIGHLIGHT_LOG = 0.1  # plate skin this far (log) over its shape-scale base weighs e^-1 in ``diffuse_base``
 
 
+def _diffuse(t: np.ndarray, ll_t: np.ndarray, skin: np.ndarray, face_scale: float, scale: float, broad: float,
+             wide: Smooth | None) -> Smooth:
+    """``diffuse_base`` of the clipped crop ``t`` (its log luminance ``ll_t``) on the working grid; ``wide``: the
+    broad base when the caller has it."""
+    if wide is None:
+        wide = _base(t, skin, face_scale, broad, log_luma=ll_t)
+    over = ll_t - wide.like(np.log(np.maximum(wide.grid @ _LUMA, 1e-6))).full1()
+    w = np.clip(skin, 0.0, 1.0) * np.exp(-(np.maximum(over, 0.0) / _HIGHLIGHT_LOG) ** 2)
+    return _base(t, w if float(w.sum()) >= MIN_SKIN_PX else skin, face_scale, scale, log_luma=ll_t)
+
+
 def diffuse_base(lin: np.ndarray, skin: np.ndarray, face_scale: float, scale: float = BASE_SCALE,
-                 broad: float = SHAPE_SCALE, wide: np.ndarray | None = None) -> np.ndarray:
+                 broad: float = SHAPE_SCALE) -> np.ndarray:
     """The skin's base (``base_layer``) without its highlights: skin brighter than its base at the ``broad``
     scale is left out and filled from the skin around it, so a specular patch's white does not pale the colour.
-    Retouched t1.jpg, a nose highlight: R/B 2.6 in the base, 4.6 here, 6.5 on the cheek. ``wide``: that broad
-    base when the caller has it (``base_layer(lin, skin, face_scale, broad)``)."""
-    x = np.maximum(lin, 0.0).astype(np.float32)
-    if wide is None:
-        wide = base_layer(x, skin, face_scale, broad)
-    over = np.log(np.maximum(x @ _LUMA, 1e-6) / np.maximum(wide @ _LUMA, 1e-6))
-    w = np.clip(skin, 0.0, 1.0) * np.exp(-(np.maximum(over, 0.0) / _HIGHLIGHT_LOG) ** 2)
-    return base_layer(x, w if float(w.sum()) >= MIN_SKIN_PX else skin, face_scale, scale)
+    Retouched t1.jpg, a nose highlight: R/B 2.6 in the base, 4.6 here, 6.5 on the cheek."""
+    _check(lin, skin)
+    t = np.maximum(lin, 0.0).astype(np.float32)
+    return _diffuse(t, _log_luma(t), skin, face_scale, scale, broad, None).full()
 
 
 def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, face_scale: float, *,
             skin_swapped: np.ndarray | None = None, strength: float = 1.0, tone: SkinTone | None = None,
-            target_base: np.ndarray | None = None, scale: float = BASE_SCALE, zone: np.ndarray | None = None,
+            scale: float = BASE_SCALE, zone: np.ndarray | None = None,
             shape_scale: float = SHAPE_SCALE, chroma_detail: float = CHROMA_DETAIL,
-            mirror: tuple[np.ndarray, np.ndarray] | None = None, facing: float = 0.0,
+            mirror: np.ndarray | None = None, facing: float = 0.0,
             colour_keep: np.ndarray | None = None) -> np.ndarray:
     """The swapped crop with the target's lighting and colour (strength 1) or its own (strength 0).
 
     ``zone`` (H, W) in [0, 1] (``shape_zone``): where the luminance base is taken at ``shape_scale`` instead of
     ``scale``, so the swap keeps its own mid-frequency shading there. ``chroma_detail``: how much of the swap's
-    colour detail (its colour over its base's) is kept, 0 none (the plate's skin colour) to 1 all. ``mirror``
-    (``mirror_maps``): when given, only the symmetric part of the zone's shading is kept; ``facing`` (``facing()``)
-    0 for a turned face to 1 for a frontal one. ``colour_keep`` (H, W) in [0, 1] (``eye_openings``): where the
-    swap's colour detail is kept in full whatever ``chroma_detail`` says."""
+    colour detail (its colour over its base's) is kept, 0 none (the plate's skin colour) to 1 all. ``mirror``: the
+    crop's 68 landmarks; when given, only the symmetric part of the zone's shading is kept (mirrored across the face's
+    midline, ``face_symmetry.mirror_maps``); ``facing`` (``facing()``) 0 for a turned face to 1 for a frontal one.
+    ``colour_keep`` (H, W) in [0, 1] (``eye_openings``): where the swap's colour detail is kept in full whatever
+    ``chroma_detail`` says.
+
+    Bases, gains and the zone's shading are smooth: they are worked on the face's grid (``smooth_field``) and
+    brought to the crop's size once; only the swap's detail is per pixel."""
     if not 0.0 <= strength <= 1.0:
         raise ValueError(f"lighting strength {strength} is outside [0, 1]; use 1 for the plate's light, 0 for none")
     if not 0.0 <= chroma_detail <= 1.0:
@@ -240,29 +250,35 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
     if zone is not None and zone.shape != swapped.shape[:2]:
         raise ValueError(f"the shape zone {zone.shape} does not match the crop {swapped.shape[:2]}: make it with "
                          "shape_zone() from the crop's landmarks")
+    _check(target, skin_target)
     if strength == 0.0:
         return swapped.astype(np.float32)
-    x = np.maximum(swapped, 0.0).astype(np.float32)
-    gain, base_s, _ = _gain_and_base(swapped, target, skin_target, face_scale, skin_swapped=skin_swapped, tone=tone,
-                                  target_base=target_base, scale=scale)
+    pair = _Pair.of(swapped, target, skin_target, face_scale, skin_swapped, tone)
+    x = pair.x
+    gain, base_s, _ = _gain_and_base(pair, scale)
     # In logs, per channel: detail = log(x / base_s), split into its luminance (the mean of the channels) and
     # colour (the rest). Both are unchanged by a per-channel gain on the swap (a colour match before this step).
-    detail = np.log(np.maximum(x, 1e-6) / base_s)
+    log_base_s = np.log(base_s.grid)
+    detail = np.maximum(x, 1e-6)  # in place from here: full-size temporaries are most of this step's cost
+    np.log(detail, out=detail)
+    detail -= base_s.like(log_base_s).full()
     detail_lum = channel_mean(detail)
     lum = detail_lum
-    colour = np.clip(detail - lum[..., None], -np.log(_GAIN_LIMIT), np.log(_GAIN_LIMIT))
-    log_base_t = np.log(np.maximum(gain * base_s, 1e-6))
+    colour = np.subtract(detail, lum[..., None], out=detail)
+    np.clip(colour, -np.log(_GAIN_LIMIT), np.log(_GAIN_LIMIT), out=colour)
+    log_base_t = np.log(np.maximum(gain.grid * base_s.grid, 1e-6))  # on the grid from here on
     if zone is not None and float(zone.max()) > 0.0 and shape_scale != scale:
         # Inside the zone: the swap's luminance detail over its shape-scale base, at the level of the plate's
         # shape-scale base; the plate's colour at the small scale either way.
-        gain_l, base_l, wide_t = _gain_and_base(swapped, target, skin_target, face_scale, skin_swapped=skin_swapped,
-                                                tone=tone, target_base=None, scale=shape_scale)
+        gain_l, base_l, wide_t = _gain_and_base(pair, shape_scale)
         w = np.clip(zone, 0.0, 1.0).astype(np.float32)
         # shade = the plate's mid band (its shape-scale base over its base: minus its mid-frequency shading) plus
-        # the swap's (its luminance over its shape-scale base less over its base): the swap's own mid-frequency
-        # shading in place of the plate's.
-        plate_mid = channel_mean(np.log(np.maximum(gain_l * base_l, 1e-6))) - channel_mean(log_base_t)
-        swap_mid = channel_mean(np.log(np.maximum(x, 1e-6) / base_l)) - lum
+        # the swap's (its shape-scale base under its base: its own mid-frequency shading) in place of the plate's.
+        # Both are smooth, but the mirror below is not (identity outside the face's mesh): from here per pixel.
+        plate_mid = base_s.like(channel_mean(base_l.like(np.log(np.maximum(gain_l.grid * base_l.grid, 1e-6))).on(
+            base_s)) - channel_mean(log_base_t)).full1()
+        swap_mid = base_s.like(channel_mean(log_base_s)
+                               - channel_mean(base_l.like(np.log(base_l.grid)).on(base_s))).full1()
         if mirror is not None:
             # Only the face's shape is exchanged, and a face's shape is symmetric: of the swap's shading its
             # symmetric part (a side key light of the source photo is not its shape). Of the plate's: where a
@@ -274,8 +290,10 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
             # (``facing`` 1) takes their mean: the smaller of the two left the plate's falloff towards the outline
             # on top of the swap's (walkers, the white-haired woman: edge ratio 1.075 -> 1.138); a turned one the
             # smaller, its far side foreshortened (the boy's cheek, dE76 1.00 -> 0.87).
+            maps = face_symmetry.mirror_maps(mirror, x.shape[0])
+
             def mirrored(a: np.ndarray) -> np.ndarray:
-                return cv2.remap(a.astype(np.float32), *mirror, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+                return cv2.remap(a.astype(np.float32), *maps, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
 
             plate_m = mirrored(plate_mid)
             shared = np.sign(plate_mid) * np.minimum(np.abs(plate_mid), np.abs(plate_m))
@@ -285,14 +303,15 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
             swap_mid = 0.5 * (swap_mid + mirrored(swap_mid))
         shade = plate_mid + swap_mid
         if ZONE_LEVEL:
-            lift = _zone_level(shade, w, skin_target if skin_swapped is None else skin_swapped)
+            lift = _zone_level(shade, w, pair.skin_s)
             shade = shade - ZONE_LEVEL * max(lift - ZONE_LIFT_MAX, 0.0)
         lum = lum + w * shade
+        w = np.clip(base_s.shrink(zone)[..., 0], 0.0, 1.0)  # the zone on the grid, for the colour below
         # The zone's light is the swap's, so its colour must not be a plate highlight's pale one (t1.jpg's white
         # noses under the swap's darker nose read grey): at least as saturated as the skin's away from highlights
         # (``diffuse_base``), along that hue; a blush, more saturated than its surroundings, stays.
-        if float(skin_target.sum()) >= MIN_SKIN_PX:
-            log_d = np.log(diffuse_base(target, skin_target, face_scale, scale, shape_scale, wide_t))
+        if pair.ll_t is not None:
+            log_d = np.log(_diffuse(pair.t, pair.ll_t, skin_target, face_scale, scale, shape_scale, wide_t).grid)
             c_base = log_base_t - channel_mean(log_base_t)[..., None]
             c_diff = log_d - channel_mean(log_d)[..., None]
             along = (c_base * c_diff).sum(-1) / np.maximum((c_diff * c_diff).sum(-1), 1e-9)
@@ -303,7 +322,12 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
     keep = chroma_detail + (1.0 - chroma_detail) * np.clip((detail_lum - 1.0) / 0.4, 0.0, 1.0)
     if colour_keep is not None:
         keep = np.maximum(keep, np.clip(colour_keep, 0.0, 1.0))
-    out = np.exp(log_base_t + lum[..., None] + keep[..., None] * colour) * highlight_factor(x, base_s)[..., None]
+    colour *= keep[..., None]
+    out = base_s.like(log_base_t).full()
+    out += lum[..., None]
+    out += colour
+    np.exp(out, out=out)
+    out *= _highlight(detail_lum)[..., None]
     if strength < 1.0:  # interpolate in log space: half strength is half the exposure change
         total = np.clip(out / np.maximum(x, 1e-6), 1.0 / _GAIN_LIMIT**2, _GAIN_LIMIT**2)
         out = x * total**strength
@@ -349,7 +373,11 @@ def highlight_factor(swapped: np.ndarray, base: np.ndarray, knee: float = HIGHLI
     approaches ``limit``. A studio-lit source's specular highlights on nose and forehead are detail to the split;
     carried onto a plate lit otherwise they read as pale grey patches. Dark detail (brows, lids) is untouched."""
     # The mean of the channels' log ratios: a per-channel gain on the swap (a colour match before) changes nothing.
-    d = channel_mean(np.log(np.maximum(swapped, 1e-6) / np.maximum(base, 1e-6)))
+    return _highlight(channel_mean(np.log(np.maximum(swapped, 1e-6) / np.maximum(base, 1e-6))), knee, limit)
+
+
+def _highlight(d: np.ndarray, knee: float = HIGHLIGHT_KNEE, limit: float = HIGHLIGHT_LIMIT) -> np.ndarray:
+    """``highlight_factor`` of the detail's log luminance ``d``."""
     over = np.maximum(d - knee, 0.0)
     span = limit - knee
     compressed = np.where(d > knee, knee + over / (1.0 + over / span), d)
