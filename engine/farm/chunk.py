@@ -72,8 +72,9 @@ class ChunkEngine(Engine):
         self.analysis_path = analysis_path
 
     def shot_analysis(self, plate: Plate, s: Any, emit: EventSink = lambda e: None,
-                      check_cancel: Any = lambda: None, workers: int | None = None) -> ShotAnalysis:
-        return shot_file.read(self.analysis_path, plate, s)
+                      check_cancel: Any = lambda: None, workers: int | None = None, keep: bool = True
+                      ) -> ShotAnalysis:
+        return shot_file.read(self.analysis_path, plate, s)  # the job's file, whatever asks (``keep``: no matter)
 
     def run(self, job: SwapJob, on_event: EventSink = lambda e: None,
             cancel: threading.Event | None = None) -> dict:
