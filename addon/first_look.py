@@ -64,10 +64,16 @@ class FirstLook:
                 pass
         self.over = True
 
+    def _where(self) -> str:
+        scene = frame_warnings.scene_frames(self.item, self.frame)  # said in scene frames, as every message
+        return f"frame {scene[0]}" if scene else f"plate frame {self.frame}"
+
     def shown_text(self) -> str:
-        scene = frame_warnings.scene_frames(self.item, self.frame)
-        where = f"frame {scene[0]}" if scene else f"plate frame {self.frame}"
-        return f"Preview of {where} while the shot is analysed: the baked frame replaces it"
+        return f"Preview of {self._where()} while the shot is analysed: the baked frame replaces it"
+
+    def waiting_text(self) -> str:
+        """The bake's progress line while the look is made ('' once it is back)."""
+        return "" if self.over else f"Face Fusion: a quick preview of {self._where()} first"
 
     def update(self, runtime: Any) -> None:
         """Main thread, each tick of the bake: show the look once it is back, take it away once its frame is baked

@@ -132,7 +132,8 @@ class FACEFUSION_OT_bake(bpy.types.Operator):
             run.look.update(runtime)
         runtime.progress = run.progress
         # the shot analysis (frames of the shot, which pass) before a target's first frame, then frames made
-        runtime.message = bake_progress.status_line(run.items) + (" (cancelling)" if run.cancelled else "")
+        line = (run.look.waiting_text() if run.look is not None else "") or bake_progress.status_line(run.items)
+        runtime.message = line + (" (cancelling)" if run.cancelled else "")
         wm.progress_update(run.progress)
         if context.workspace is not None:
             context.workspace.status_text_set(runtime.message + "  —  Esc to cancel")

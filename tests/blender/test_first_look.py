@@ -50,6 +50,7 @@ def test_a_fresh_shot_shows_a_marked_preview_that_the_baked_frame_replaces(addon
     seen: dict = {}
 
     def on_tick(run, landed) -> None:
+        seen.setdefault("lines", []).append(runtime.message)
         if runtime.first_look and "look" not in seen:  # the first tick showing it
             layout = DrawnLayout([])
             addon.panels.draw_settings(layout, bpy.context, strip)
@@ -66,6 +67,7 @@ def test_a_fresh_shot_shows_a_marked_preview_that_the_baked_frame_replaces(addon
     assert look["image"] == addon.first_look.image_name(target) and look["size"] == (160, 160)
     assert np.ptp(look["pixels"]) > 0.1  # a picture, not an empty image
     assert look["landed"] == [] and look["files"] == []  # it came before any baked frame
+    assert seen["lines"][0] == "Face Fusion: a quick preview of frame 1 first", seen["lines"][:3]
     # the baked frames replaced it: the preview and its image are gone, the panel says nothing of it
     assert strip.face_fusion.preview_image is None and bpy.data.images.get(look["image"]) is None
     assert runtime.first_look == "" and not runtime.running
