@@ -310,16 +310,13 @@ class Engine:
         on_event(summary)
         return summary
 
-    def preview(self, job: SwapJob, frame: int, window: int = 0) -> PreviewResult:
-        """One frame as the render would write it (same colour window), without writing. ``window`` > 0: where the
-        shot has no analysis yet, analyse only the frames within ``window`` of ``frame`` (kept nowhere) and say so
+    def preview(self, job: SwapJob, frame: int, analysis_window: int = 0) -> PreviewResult:
+        """One frame as the render would write it (same colour window), without writing. ``analysis_window`` > 0:
+        where the shot has no analysis yet, analyse only the frames within it of ``frame`` (kept nowhere) and say so
         (``PreviewResult.window``): a first look in seconds instead of after the whole plate, not the final pixels
         (tracks, smoothing and colour statistics of a few frames, not of the shot)."""
         s = _checked_settings(job.settings)
         plate = Plate(_plate_input(job.plate, s))
-        look = bool(window) and not available(self._analysis_run(plate, s), self._analyses)
-        if look:
-            plate.frames = [f for f in plate.frames if abs(f - frame) <= window]  # what this plate reads is these
         warnings: list[str] = []
 
         def collect(event: dict[str, Any]) -> None:
@@ -328,6 +325,9 @@ class Engine:
 
         try:
             _frame_range(plate, frame, frame)
+            look = bool(analysis_window) and not available(self._analysis_run(plate, s), self._analyses)
+            if look:  # the plate reads these frames only: its analysis is theirs
+                plate.frames = [f for f in plate.frames if abs(f - frame) <= analysis_window]
             ctx = self._context(job, s, plate, collect, None)
             selected, stats = self._select(ctx, [frame], keep=not look)
             (p,) = self._swap_chunk(ctx, selected, [frame])
