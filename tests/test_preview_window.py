@@ -49,3 +49,13 @@ def test_a_first_look_analyses_a_few_frames_and_keeps_nothing(cache_dir, plate, 
     assert not final.window and len(_stored(cache_dir)) == 1
     again = _preview(Engine(), plate, photos["tom_hanks"], 5, 2)  # analysed now: the window is not used
     assert not again.window and np.array_equal(again.rgba, final.rgba)
+
+
+def test_the_request_field_is_checked():
+    from engine import protocol
+
+    msg = {"plate": {"path": "/p/plate.####.exr"}, "sources": [{"path": "/p/me.png"}], "frame": 3}
+    parse = protocol.JOB_KINDS["preview"].parse
+    assert parse(msg)["analysis_window"] == 0 and parse({**msg, "analysis_window": 4})["analysis_window"] == 4
+    with pytest.raises(protocol.ProtocolError, match="analysis_window"):
+        parse({**msg, "analysis_window": -1})
