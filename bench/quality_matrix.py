@@ -98,7 +98,9 @@ def fmt(v: object) -> str:
 
 
 def table(rows: dict[str, dict[str, float]], run_name: str) -> list[str]:
-    """Markdown: one line per pair (the figures of ``run_name``), then the spread (min, median, max) across them."""
+    """Markdown: one line per pair that has ``run_name`` (a pair without faces under 60 px has no such rows), its
+    figures, then the spread (min, median, max) across them."""
+    rows = {slug: figs for slug, figs in rows.items() if run_name in figs}
     lines = ["| pair | " + " | ".join(t for _, t in COLUMNS) + " |", "|---|" + "---|" * len(COLUMNS)]
     def cell(fig: dict[str, float], key: str) -> str:
         v = fig.get(key, float("nan"))

@@ -32,8 +32,9 @@ def zones(lm68: np.ndarray, shape: tuple[int, int]) -> dict[str, np.ndarray]:
     the way, where the fold ends on the cheek.
     crow's feet: per side the rectangle along the eye's axis from 0.06 to 0.28 eye distances beyond the outer
     corner (36 / 45), 0.12 eye distances above and below it (further out lie the temple's edge and the hair).
-    forehead: the band from 0.15 to 0.5 eye distances above the brows (17-26), across their width, "above"
-    square to the line through the eye centres (dlib has no forehead points)."""
+    forehead: the band from 0.22 to 0.45 eye distances above the brows' inner points (18-25), "above" square to
+    the line through the eye centres (dlib has no forehead points); nearer, a thick brow's upper edge would count
+    as a line, further up the hairline."""
     lm = np.asarray(lm68, np.float64)
     d = metrics.eye_distance(lm)
     out = {}
@@ -54,8 +55,8 @@ def zones(lm68: np.ndarray, shape: tuple[int, int]) -> dict[str, np.ndarray]:
     out["crow's feet"] = crow
     across = lm[42:48].mean(0) - lm[36:42].mean(0)
     up = np.array([across[1], -across[0]]) / max(np.linalg.norm(across), 1e-9)
-    brows = lm[17:27]
-    out["forehead"] = _poly(shape, np.concatenate([brows + 0.15 * d * up, brows + 0.5 * d * up]))
+    brows = lm[18:26]
+    out["forehead"] = _poly(shape, np.concatenate([brows + 0.22 * d * up, brows + 0.45 * d * up]))
     return out
 
 
