@@ -19,17 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from engine import audit, consent, render_pool, track_models
+from engine import audit, consent, job_inputs, render_pool, track_models
 from engine import settings as schema
 from engine.analysis import SOURCE_FACE_MODELS, AnalysisRun, FaceModels, ShotAnalysis, available, face_models, obtain
 from engine.analysis.stats import skin_stats_of
 from engine.colour_window import ColourWindow, composite_frame
-from engine.errors import EngineError, JobCancelled
+from engine.errors import JobCancelled
 from engine.face_steps import align, mattes, refine_crops, swap
 from engine.io import colour
 from engine.io.pinned_dir import PinnedDir, output_folder
 from engine.io.plates import Plate
-from engine.job import EventSink, ImageInput, SwapJob, frames_text
+from engine.job import EventSink, ImageInput, SwapJob
 from engine.outputs import output_name, sweep_partials
 from engine.provenance import Provenance, mark_preview, neural_models
 from engine.records import JobContext, PendingFrame, PreviewResult
@@ -144,7 +144,7 @@ class Engine:
         """The source photos analysed with the job's landmarker (settings ``s``; the defaults when None), so
         the swapper maps source points onto target points of the same definition; dlib's 128-d identity."""
         fm = face_models(s if s is not None else schema.validate({}))
-        key = json.dumps([[_input_key(src) for src in sources], fm.landmarker, fm.detector == "dlib_hog"])
+        key = json.dumps([[job_inputs.input_key(src) for src in sources], fm.landmarker, fm.detector == "dlib_hog"])
         with self._lock:
             if key not in self._sources:
                 msgs: list[str] = []
@@ -265,7 +265,7 @@ class Engine:
     def run(self, job: SwapJob, on_event: EventSink = _noop, cancel: threading.Event | None = None) -> dict:
         """Render a frame range to EXRs. Raises EngineError for bad input, JobCancelled when cancelled."""
         t_start = time.perf_counter()
-        s = _checked_settings(job.settings)
+        s = job_inputs.checked_settings(job.settings)
         # no consent: nothing is written; held open to the end: every frame goes into the folder checked now
         pin = output_folder(consent.checked(job).output_dir, must_be_real=job.output_checked)
         try:
@@ -277,13 +277,13 @@ class Engine:
                   cancel: threading.Event | None, t_start: float) -> dict:
         out_dir = pin.path
         sweep_partials(pin.io_path)  # what a killed earlier run left mid-write
-        plate = Plate(_plate_input(job.plate, s))
+        plate = Plate(job_inputs.plate_input(job.plate, s))
         ctx: JobContext | None = None
         writer = prov = None
         outcome = "error"
         first = last = None
         try:
-            first, last = _frame_range(plate, job.frame_start, job.frame_end)
+            first, last = job_inputs.frame_range(plate, job.frame_start, job.frame_end)
             todo = [f for f in range(first, last + 1) if not (
                 job.skip_existing and os.path.exists(pin.join(output_name(f, job.file_prefix))))]
             on_event({"type": "start", "total": len(todo), "frame_start": first, "frame_end": last,
@@ -315,8 +315,8 @@ class Engine:
         where the shot has no analysis yet, analyse only the frames within it of ``frame`` (kept nowhere) and say so
         (``PreviewResult.window``): a first look in seconds instead of after the whole plate, not the final pixels
         (tracks, smoothing and colour statistics of a few frames, not of the shot)."""
-        s = _checked_settings(job.settings)
-        plate = Plate(_plate_input(job.plate, s))
+        s = job_inputs.checked_settings(job.settings)
+        plate = Plate(job_inputs.plate_input(job.plate, s))
         warnings: list[str] = []
 
         def collect(event: dict[str, Any]) -> None:
@@ -324,7 +324,7 @@ class Engine:
                 warnings.append(event["message"])
 
         try:
-            _frame_range(plate, frame, frame)
+            job_inputs.frame_range(plate, frame, frame)
             look = bool(analysis_window) and not available(self._analysis_run(plate, s), self._analyses)
             if look:  # the plate reads these frames only: its analysis is theirs
                 plate.frames = [f for f in plate.frames if abs(f - frame) <= analysis_window]
@@ -341,10 +341,10 @@ class Engine:
                 cancel: threading.Event | None = None) -> list[dict[str, Any]]:
         """Faces in one plate frame, for a face picker: box, landmarks, embedding and a 96 px thumbnail. Read from
         the shot analysis, so the indices are those the reference selector uses."""
-        s = _checked_settings(settings)
-        plate = Plate(_plate_input(plate_input, s))
+        s = job_inputs.checked_settings(settings)
+        plate = Plate(job_inputs.plate_input(plate_input, s))
         try:
-            _frame_range(plate, frame, frame)
+            job_inputs.frame_range(plate, frame, frame)
             analysis = self.shot_analysis(plate, s, on_event, lambda: _check(cancel))
             rgba, gamut = plate.read(frame)
         finally:
@@ -370,45 +370,3 @@ def _check(cancel: threading.Event | None) -> None:
 def _trim(cache: OrderedDict) -> None:
     while len(cache) > CACHED_SOURCES:
         cache.popitem(last=False)
-
-
-def _checked_settings(values: Any) -> Any:
-    try:
-        return schema.validate(values)
-    except schema.SettingsError as exc:
-        raise EngineError(str(exc), "fix the setting and run again") from exc
-
-
-def _frame_range(plate: Plate, start: int | None, end: int | None) -> tuple[int, int]:
-    if plate.still:  # pixels handed over without a frame number stand for whatever frame is asked
-        first = 1 if start is None else start
-        plate.pin_frames(first, first if end is None else end)
-    lo, hi = plate.frames[0], plate.frames[-1]
-    a = lo if start is None else start
-    b = hi if end is None else end
-    if a > b:
-        raise EngineError(f"frame range {a} to {b} is empty", "give the first frame before the last")
-    if a < lo or b > hi:
-        raise EngineError(f"{frames_text(a, b)}: outside the plate '{plate.describe()}' ({frames_text(lo, hi)})",
-                          f"choose frames between {lo} and {hi}")
-    have = set(plate.frames)
-    missing = [f for f in range(a, b + 1) if f not in have]
-    if missing:
-        raise EngineError(f"the plate sequence has no frame {missing[0]} (of {len(missing)} missing)",
-                          "render the missing frames or choose a range without gaps")
-    return a, b
-
-
-def _plate_input(plate: ImageInput, settings: Any) -> ImageInput:
-    """The plate with the colour space the settings name, when the plate itself leaves it to 'auto'."""
-    if plate.colorspace.strip().lower() in ("", "auto") and settings.colorspace.strip().lower() != "auto":
-        return dataclasses.replace(plate, colorspace=settings.colorspace)
-    return plate
-
-
-def _input_key(src: ImageInput) -> list[Any]:
-    if src.path:
-        st = os.stat(src.path) if os.path.exists(src.path) else None
-        return [src.path, st.st_size if st else -1, st.st_mtime_ns if st else -1, src.colorspace]
-    px = np.ascontiguousarray(src.pixels)
-    return [hashlib.sha256(px.tobytes()).hexdigest(), list(px.shape), src.colorspace]

@@ -47,7 +47,8 @@ def analyse(args: argparse.Namespace, flags: dict[str, Any]) -> int:
     from engine.farm.shot_file import header, write
     from engine.io.plates import Plate
     from engine.job import ImageInput
-    from engine.pipeline import Engine, _checked_settings, _plate_input
+    from engine.job_inputs import checked_settings, plate_input
+    from engine.pipeline import Engine
     from engine.progress import ProgressPrinter
 
     folder = os.path.dirname(os.path.abspath(args.analysis))
@@ -60,8 +61,8 @@ def analyse(args: argparse.Namespace, flags: dict[str, Any]) -> int:
         raise EngineError(f"cannot write the shot analysis in '{folder}'",
                           "choose a folder on the shared storage that you can write to")
     values = {**(load_settings_file(args.settings) if args.settings else {}), **flags}
-    s = _checked_settings(values)
-    plate = Plate(_plate_input(ImageInput(path=args.target), s))
+    s = checked_settings(values)
+    plate = Plate(plate_input(ImageInput(path=args.target), s))
     printer = ProgressPrinter(quiet=args.quiet)
     try:
         analysis = Engine(models_dir=args.models_dir, providers=args.providers).shot_analysis(plate, s, printer)
