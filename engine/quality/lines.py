@@ -25,7 +25,7 @@ def _poly(shape: tuple[int, int], points: np.ndarray) -> np.ndarray:
 
 
 def zones(lm68: np.ndarray, shape: tuple[int, int]) -> dict[str, np.ndarray]:
-    """Boolean (H, W) masks of both zones, each side of the face together.
+    """Boolean (H, W) masks of the three zones (ZONES), each side of the face together.
 
     nasolabial: per side the quadrilateral from the nose wing (31 / 35) and the mouth corner (48 / 54), moved
     0.05 and 0.08 of the way towards the jaw (2 / 14 and 4 / 12) to leave the nostril and lips out, to 0.4 of

@@ -193,7 +193,7 @@ DEFINITIONS = [
     ("identity", metrics.identity_figures), ("expression error", metrics.expression_error),
     ("mouth open ratio", metrics.mouth_open_ratio), ("untouched bit-exact", metrics.untouched_bit_exact),
     ("dC / dH", skin_colour.chroma_hue_errors), ("colour noise floor", skin_colour.noise_floor),
-    ("nasolabial / crow's feet lines", expression_lines.line_ratios), ("line zones", expression_lines.zones),
+    ("nasolabial / crow's feet / forehead lines", expression_lines.line_ratios), ("line zones", expression_lines.zones),
     ("line energy", expression_lines.valley_energy), ("texture band", texture.band), ("texture ratios", texture.ratios),
     ("iris area", iris.iris_masks), ("iris colour", iris.iris_lab), ("iris figures", iris.iris_figures),
 ]
