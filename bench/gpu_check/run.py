@@ -2,6 +2,8 @@
 
     python bench/gpu_check/run.py [--models-dir DIR] [--seconds 60] [--tensorrt] [--out result.json] [--record]
     python bench/gpu_check/run.py --cpu-smoke        # seconds, any machine: the same code path, tiny graphs
+    python bench/gpu_check/run.py --prepare DIR      # engine environment: shots, analyses, identity for --pipeline
+    python bench/gpu_check/run.py --pipeline DIR [--shots 2,6] [--variants default,neural] [--out r.json]
 
 1. Reports onnxruntime, its providers and the GPU.
 2. Loads each model of the neural pipeline (SCRFD, ArcFace, inswapper, GFPGAN, BiSeNet, XSeg): the real file when
@@ -333,7 +335,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="the runtime's precision (tf32: float32 on tensor cores, not frame-exact)")
     ap.add_argument("--out", help="write the result JSON here")
     ap.add_argument("--record", action="store_true", help="write the result into bench/RESULTS.md (issue 5 section)")
+    ap.add_argument("--prepare", metavar="DIR", help="pipeline mode, on a machine with the engine's whole environment: "
+                    "write the shots' tiles, shot analyses, source identity and waifu2x file to DIR")
+    ap.add_argument("--pipeline", metavar="DIR", help="pipeline mode: run Engine.run on the shots --prepare wrote to "
+                    "DIR, analysis and identity read from it (pipeline_mode.py)")
+    ap.add_argument("--shots", default="2,6", help="pipeline mode: faces of the shots to prepare and run [2,6]")
+    ap.add_argument("--variants", default="default,neural",
+                    help="pipeline mode: default (embedded, geometric swapper) and/or neural (stand-in graphs) "
+                         "[default,neural]")
+    ap.add_argument("--providers", default="auto", help="pipeline mode: the engine's providers [auto]")
     args = ap.parse_args(argv)
+    if args.prepare or args.pipeline:
+        return pipeline_main(args)
     deadline = time.time() + args.budget
     started = time.perf_counter()
 
@@ -407,6 +420,68 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     result["total_s"] = round(time.perf_counter() - started, 1)
     return _finish(result, args)
+
+
+def pipeline_main(args) -> int:
+    """``--prepare DIR`` (here, full environment) or ``--pipeline DIR`` (the device machine): pipeline_mode.py."""
+    from bench.gpu_check import pipeline_mode as pm
+
+    started = time.perf_counter()
+    shots = tuple(int(n) for n in args.shots.split(","))
+    smoke = args.cpu_smoke
+    if args.prepare:
+        size, frames = ((640, 360), 4) if smoke else ((1920, 1080), 24)
+        manifest = pm.prepare(Path(args.prepare), size=size, frames=frames, face_counts=shots)
+        print(f"prepared {args.prepare} in {time.perf_counter() - started:.1f} s: shots {sorted(manifest['shots'])}")
+        return 0
+    folder = Path(args.pipeline)
+    result: dict[str, Any] = {"mode": "pipeline" + (" cpu-smoke" if smoke else ""), "host": platform.node(),
+                              "gpu": gpu_name(), "machine": pm.machine(), "runs": [], "ok": True,
+                              "prepared": json.loads((folder / "manifest.json").read_text())}
+    for shot in result["prepared"]["shots"].values():
+        shot.pop("hashes", None)  # the check's business, not the record's
+    print(f"pipeline mode on {result['gpu']}; {result['machine']}", flush=True)
+    variants = [v for v in args.variants.split(",") if v]
+    plan = [(n, v) for v in variants for n in shots]
+    work = Path(tempfile.mkdtemp(prefix="ff_gpu_pipeline_"))
+    # As bench/throughput.py: the bench's own consent store, audit log, signing chain and cache, never the user's.
+    os.environ.update({"FACE_FUSION_CONSENT_FILE": str(work / "consent.json"),
+                       "FACE_FUSION_CONSENT_ALL": "bench/gpu_check: a public test photo, internal benchmark",
+                       "FACE_FUSION_AUDIT_LOG": str(work / "audit.jsonl"), "FACE_FUSION_C2PA_DIR": str(work / "c2pa"),
+                       "FACE_FUSION_CACHE_DIR": str(work / "cache")})
+    try:
+        md = None
+        if "neural" in variants:  # stand-ins (or nothing real: no model host there) plus the prepared waifu2x file
+            md, cat, origin = prepare_models(work, None, smoke, lambda m: print(m, flush=True))
+            for f in (folder / "models").iterdir():
+                shutil.copyfile(f, md / f.name)
+            os.environ["FACE_FUSION_CATALOGUE"] = str(cat)
+            result["standins"] = origin
+        for i, (n, variant) in enumerate(plan):
+            left = args.budget - (time.perf_counter() - started)
+            if left < 20:
+                result["runs"].append({"faces": n, "variant": variant, "skipped": f"budget ({left:.0f} s left)"})
+                continue
+            try:
+                run = pm.measure(folder, work, faces=n, variant=variant, providers=args.providers,
+                                 budget_s=left / (len(plan) - i), models_dir=md if variant == "neural" else None,
+                                 min_frames=2 if smoke else 3)
+            except Exception as exc:  # noqa: BLE001 - one failed run is recorded, the others still run
+                import traceback
+
+                traceback.print_exc()
+                run = {"faces": n, "variant": variant, "error": f"{type(exc).__name__}: {exc}"}
+                result["ok"] = False
+            result["runs"].append(run)
+            if args.out:  # what is done so far survives a kill at the time limit
+                Path(args.out).write_text(json.dumps(result, indent=1))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result["total_s"] = round(time.perf_counter() - started, 1)
+    print(f"gpu_check pipeline: {'PASS' if result['ok'] else 'FAIL'} in {result['total_s']} s")
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1))
+    return 0 if result["ok"] else 1
 
 
 def _finish(result: dict[str, Any], args) -> int:
