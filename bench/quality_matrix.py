@@ -23,6 +23,14 @@ from dataclasses import dataclass
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _shared_data() -> str:
+    """The shared data folder the tests use (beside the checkout, the workplace's, or $FACE_FUSION_SHARED_DATA)."""
+    sys.path.insert(0, ROOT)
+    from tests import shared_data
+
+    return shared_data.DATA
 # A render needs consent per source identity (issue 14): the matrix confirms it for these internal test photos, in a
 # store of its own under --out, never the user's.
 CONSENT = "issue 33 quality matrix: ../shared/data test footage, internal measurement only"
@@ -124,7 +132,7 @@ def table(rows: dict[str, dict[str, float]], run_name: str) -> list[str]:
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="/tmp/quality_matrix", help="folder for renders, reports and sheets")
-    p.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data"), help="the shared data folder")
+    p.add_argument("--data", default=_shared_data(), help="the shared data folder")
     p.add_argument("--table-only", action="store_true", help="no runs: the table from the figures.json files "
                                                              "that an earlier run left under --out")
     p.add_argument("--pairs", help="comma-separated pair names (default: all): " + ", ".join(m.slug for m in MATRIX))

