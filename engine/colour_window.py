@@ -16,6 +16,7 @@ from engine.stages import blend, colour_match, detail_match, face_symmetry, geom
 from engine.stages.align import transform_points, warp_crop
 from engine.stages.composite import FrameLayers, composite, empty_layers, paste_face, paste_matte
 from engine.stages.contracts import Face
+from engine.stages.plate_texture import PlateTexture
 
 # Frames either side whose plate skin tone the face's level is pooled over. The level follows the plate's face frame
 # by frame (0): pooled over the colour window's +-2 frames it lagged the plate's own changes (the white-haired woman
@@ -155,7 +156,11 @@ def composite_frame(ctx: JobContext, p: PendingFrame, matched: list[np.ndarray])
     h, w = p.plate.shape[:2]
     layers = empty_layers(h, w)
     for i, (fc, lin709) in enumerate(zip(p.faces, matched, strict=True)):
-        paste_face(layers, colour.from_rec709(lin709, p.gamut), fc.matte, fc.m, f"Face{i + 1}")
+        texture = None
+        if ctx.settings.plate_texture and fc.lm68 is not None:
+            texture = PlateTexture.of(fc.lm68, lin709.shape[0], fc.face_scale, track_models.plate_px(fc.m),
+                                      fc.layers.get("Occlusion"))
+        paste_face(layers, colour.from_rec709(lin709, p.gamut), fc.matte, fc.m, f"Face{i + 1}", texture, p.plate)
     extra: dict[str, np.ndarray] = {}
     for fc in p.faces:
         for name, crop_matte in fc.layers.items():

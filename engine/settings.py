@@ -201,6 +201,9 @@ SCHEMA: tuple[Setting, ...] = (
             "Soften the face to the plate face's sharpness (never sharper than its surroundings)", "colour"),
     Setting("grain_match", "bool", True, "Match Grain", "Give the face the plate face's grain", "colour",
             applies=("detail_match", "in", (True,))),
+    Setting("plate_texture", "bool", True, "Plate Skin Texture",
+            "Give the skin the plate face's own fine texture and grain where the face is pasted (the source "
+            "photo's pores and grain left out); eyes, brows, lips and nostrils keep the swap's", "colour"),
     Setting("super_resolution", "bool", True, "Super-Resolution",
             "Upscale the source face (waifu2x) when the plate's face is larger than the source's detail",
             "enhance"),
