@@ -38,5 +38,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 # follow the mesh's own lids).
 # 0.16.0: with several source photos, the geometric swap paints each face with the photo whose head turn is nearest
 # its own, cross-faded between two (sources.SourceViews); one photo renders as before, bit for bit.
-__version__ = "0.16.0"
+# 0.17.0: the skin takes the plate's own fine texture at the paste (stages.plate_texture); a source photo's glasses
+# frame is filled in from its skin before the swap (stages.source_glasses).
+__version__ = "0.17.0"
 PROTOCOL_VERSION = 1

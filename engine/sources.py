@@ -14,7 +14,7 @@ from engine.errors import EngineError
 from engine.io import colour
 from engine.io.plates import Plate
 from engine.job import ImageInput
-from engine.stages import geometry68, mesh_warp
+from engine.stages import geometry68, mesh_warp, source_glasses
 from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, transform_points, warp_crop
 from engine.stages.contracts import Face, SourceFace, SourceIdentity
 from engine.stages.swap_geometric import SourceView
@@ -186,7 +186,10 @@ class SourceTexture:
             img, lm, kp, mesh = self._image(steps)
             m = crop_matrix(kp, FFHQ_TEMPLATE, size)
             crop = warp_crop(img, m, size, sharp=True)  # bicubic: the source's detail is what the face keeps
-            self._crops[key] = (crop, geometry68.with_forehead(transform_points(m, lm)))
+            lm_crop = transform_points(m, lm)
+            # its glasses off: a plate face without them must not take the frame's rims (source_glasses)
+            crop, _ = source_glasses.take_off(crop, lm_crop, float(np.sqrt(abs(np.linalg.det(m[:, :2])))))
+            self._crops[key] = (crop, geometry68.with_forehead(lm_crop))
             self._meshes[key] = None if mesh is None else mesh_warp.to_crop(mesh, m)
         return self._crops[key]
 
