@@ -232,7 +232,8 @@ def _swap(photos, plate, out: Path, *extra: str) -> dict[str, np.ndarray]:
     assert main(["swap", "--source", photos["astronaut"], "--target", plate, "--output", str(out), "--quiet",
                  "--swapper", "test_constant", "--colour-match", "none", *extra,
                  # the steps after the swapper off: the constant colour must come through as painted
-                 "--lighting-strength", "0", "--blend-mode", "none", "--no-detail-match", "--no-watermark"]) == 0
+                 "--lighting-strength", "0", "--blend-mode", "none", "--no-detail-match", "--no-plate-texture",
+                 "--no-watermark"]) == 0
     (name,) = os.listdir(out)
     ch, attrs = read(str(out / name))
     ch["models"] = json.loads(attrs["facefusion:models"])
