@@ -52,10 +52,9 @@ def measure(target709: np.ndarray, lm68: np.ndarray, size: int, m: np.ndarray, e
     face ends with the plate's own sharpness rather than that of a resampled copy. ``clear`` (0/1): where no nearer
     head covers the face or comes near it (engine.stages.in_front.away_from); the skin stops there. ``shown``
     (bool): where the occlusion matte is full (no hand, microphone or glasses frame over the face); the tone, which
-    sets the face's level and colour, is measured there only. Walkers, whole clip: with a glasses frame's dark lines
-    and halo in the tone, the man in glasses came out dark (dE76 median 1.81 on his 55 faces, 0.60 without them);
-    the detail figure and the skin matte keep the whole region (with the occluders left out of those too, his skin
-    sharpness fell from 0.94 to 0.77 of the plate's and the clip's expression error rose from 0.030 to 0.032)."""
+    sets the face's level and colour, is measured there only: a glasses frame's dark lines and halo in the tone
+    darkened the face. The detail figure and the skin matte keep the whole region (the occluders left out of those
+    too cost sharpness and expression) (values: bench/QUALITY.md, 'Where the constants came from')."""
     pts78 = geometry68.with_forehead(lm68)
     skin = masks.skin_matte(pts78, lm68, size)
     if clear is not None:
@@ -97,9 +96,9 @@ def plate_px(m: np.ndarray) -> float:
     return float(np.sqrt(abs(np.linalg.det(np.asarray(m, np.float64)[:, :2]))))
 
 
-# Frames either side whose most open mouth a frame takes (TrackModels.add_mouths). Walkers, whole clip (237 faces
-# >= 60 px), expression error 0 / 2 / 4 frames: 0.0291 / 0.0278 / 0.0268 (the reference swap's 0.0273), identity to
-# the source 0.668 / 0.669 / 0.669, closer to the source 0.646 / 0.641 / 0.646, other figures within 0.006.
+# Frames either side whose most open mouth a frame takes (TrackModels.add_mouths): a small face's lip gap wanders,
+# and the swap's mouth must not flick between the plate's lips and the source's
+# (values: bench/QUALITY.md, 'Where the constants came from').
 MOUTH_HOLD = 4
 # Frames either side whose head turns a frame's turn is the mean of (TrackModels.add_turns): which source photo
 # paints a face (engine.sources.SourceViews) changes by up to 9 of its weight per unit of turn inside the cross-fade,
@@ -161,9 +160,9 @@ class TrackModels:
     def add_mouths(self, track: int, landmarks: dict[int, np.ndarray], frames: list[int]) -> None:
         """How open the track's mouth is on each of ``frames``: the most open of its frames within MOUTH_HOLD of it
         (``landmarks``: frame -> its selected, smoothed 68 points, reaching MOUTH_HOLD beyond ``frames``, so a
-        frame's value never depends on the range rendered). On a small face the landmarks' lip gap wanders: on
-        walkers 17-48 the dark-haired boy's read from closed to 0.8 open while his lips stayed parted, and the swap
-        kept the plate's lips on some frames only, the mouth flicking between the plate's and the source's."""
+        frame's value never depends on the range rendered). On a small face the landmarks' lip gap wanders while
+        the lips stay parted, and the swap kept the plate's lips on some frames only, the mouth flicking between
+        the plate's and the source's (values: bench/QUALITY.md, 'Where the constants came from')."""
         for f, v in _held({f: mouth_openness(lm) for f, lm in landmarks.items()}, frames, MOUTH_HOLD, max).items():
             self.mouths[(track, f)] = v
 

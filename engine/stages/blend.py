@@ -30,44 +30,31 @@ MODES = ("poisson", "multiband", "none")
 _FLOOR = 1e-4  # linear floor before logs: below any real pixel, above float noise
 _RING_TOLERANCE = 0.2  # log units, worst channel: a border pixel this far from the region's median weighs e^-1
 # The seam band after the lighting step, as a fraction of the face size: pass ``band=BAND_SCALE * face_scale``.
-# Measured on 16 faces (9 from the walkers clip, 7 photo pairs), lighting -> detail -> poisson, cheek dE76
-# median/p90: whole matte 2.34/3.49, band 0.15 -> 1.49/2.69 (lighting alone 1.58/2.80); edge ratio median/p90
-# 0.99/1.39 and 0.96/1.39 (no blend: 1.07/2.58).
+# The lighting step already gave the face the plate's low frequencies; a whole-matte membrane would only pull the
+# plate's border into the cheeks (values: bench/QUALITY.md, 'Where the constants came from').
 BAND_SCALE = 0.15
-# The detail handoff (detail_handoff): over this width (a fraction of the face size) inside the full matte, and
-# through the whole feather, the detail is the plate's. Detail: log intensity less its Gaussian of DETAIL_SIGMA of
-# the face size, at most DETAIL_MAX_PX (on a close-up the plate's skin texture, not its jaw's shape). Measured on
-# walkers 46-50 (12 faces, the swap at 9e29cbb): edge ratio 1.70 without, 1.18 at sigma 0.04, 1.11 at 0.06 with
-# identity unchanged (to the source 0.601, closer 1.0); width 0.08 reached 1.05 but cost identity (closer 0.92).
-# On Jolie onto Rudd (2048 px crop) a sigma of 0.01 of the face size kept identity, 0.02 cost 0.02: the cap.
-# Kept at 0.04: at 0.06 the astronaut on a 300 px face of t1 (tests/test_engine_swap.py) came out closer to the
-# original than to the source (0.5827 vs 0.5823); identity comes before the last 0.07 of edge ratio.
-# Detail up to 0.08 of the face size now (mid-scale: the source's cheek and jaw shading at the edge, which the seam
-# band's membrane does not reach). Walkers 56-87 (92 faces >= 60 px, zone level taken away), edge ratio / closer to
-# the source: 0.04 1.161 / 0.891, 0.08 1.063 / 0.859, 0.12 1.049 / 0.804; with the matte unshrunk (matte_erode 0)
-# and the level frame by frame: 0.08 1.030 / 0.870, 0.12 1.028 / 0.870. The cap of 10 crop px keeps a large face's
-# handoff (the astronaut of tests/test_engine_swap.py, 10 px at 0.04) where it was.
+# The detail handoff (detail_handoff): over HANDOFF of the face size inside the full matte, and through the whole
+# feather, the detail is the plate's, so the source's features never meet the matte's edge. Detail: log intensity
+# less its Gaussian of DETAIL_SIGMA of the face size (the cheek and jaw shading the seam band does not reach), at
+# most DETAIL_MAX_PX crop px (a close-up hands over its skin texture, not its jaw's shape); wider or coarser costs
+# identity (values: bench/QUALITY.md, 'Where the constants came from').
 HANDOFF = 0.04
 DETAIL_SIGMA = 0.08
 DETAIL_MAX_PX = 10.0
 DETAIL_CLIP = 0.2  # log units: the largest plate detail carried (skin texture is well below; hair edges above)
 # The plate's brows and eyes left out of the handoff (``carry``): grown and softened by these shares of the face,
 FEATURE_GROW, FEATURE_SOFT = 0.03, 0.015
-# from CARRY_FROM plate pixels inside the full matte on, over CARRY_STOP of the handoff's width. Left out
-# everywhere (the feather too), walkers 30-71 (99 faces >= 60 px): edge ratio 1.025 -> 1.247, the source's brows
-# and eyes met the plate's at the matte; from the full matte on (CARRY_FROM 0) still 1.064 -> 1.143: on a small face
-# the handoff is 2-5 plate pixels wide, and a ghost brow shows only on a wide one (Rudd onto Whigham, 37 px).
+# from CARRY_FROM plate pixels inside the full matte on, over CARRY_STOP of the handoff's width: a small face's
+# handoff is a few plate pixels wide and needs them all, a ghost brow shows only on a wide one
+# (values: bench/QUALITY.md, 'Where the constants came from').
 CARRY_FROM = 2.0
 CARRY_STOP = 0.25
 HANDOFF_FROM = 0.99  # the matte value where the face's own detail starts to come back
 # The matte value where the membrane's boundary lies: below it B takes the plate's level (and, with the handoff,
-# its detail). Walkers 46-57 (30 faces), after the lighting fix: boundary at the matte's outer tail edge 1.203,
-# at 0.98 1.188, at 0.9 1.170, identity unchanged (to the source 0.595 / 0.601, closer 1.0 / 1.0). Carrying the
-# plate's mid frequencies too (a second handoff, sigma 0.1 over 0.02 of the face size) reached 1.077 but cost
-# identity (closer 0.93): the last of the excess is the source's own silhouette, which identity needs. Off (0) by
-# default: on the mesh warp's swap (walkers 62-69) it turned a face with a 0.002 identity margin to the original.
+# its detail), so the swap's own falloff does not stay as a dark rim in the feather. 0 is off: it can turn a face
+# of small identity margin to the original (values: bench/QUALITY.md, 'Where the constants came from').
 LEVEL_FROM = 0.0
-LEVEL_MAX_PX = 3.0  # plate px: on a 300 px face the whole feather at the plate's level cost identity (test_engine_swap)
+LEVEL_MAX_PX = 3.0  # plate px of the feather that take the plate's level on a large face (all of it cost identity)
 MAX_SOLVE_SIDE = 160  # the membrane's grid: ~25k unknowns at most, a direct solve in well under a second
 
 
@@ -103,8 +90,8 @@ def blend(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, mode: str = "p
     if LEVEL_FROM > 0:
         # The face takes the plate's level through the feather too: the solve's boundary is where the matte
         # reaches LEVEL_FROM, and below it B is the plate (its detail came with the handoff). With the boundary
-        # at the matte's outer tail, the swap's own falloff at its edge (a jaw shadow, a darker temple: 2-6 L*
-        # under the plate after the lighting step) stayed as a dark rim inside the feather.
+        # at the matte's outer tail, the swap's own falloff at its edge (a jaw shadow, a darker temple, under the
+        # plate after the lighting step) stayed as a dark rim inside the feather.
         # On a large face the feather is many plate pixels wide: there only its outer LEVEL_MAX_PX plate pixels
         # take the plate's level (the whole feather showed the target's own shading at the jaw and cost identity).
         depth = cv2.distanceTransform(np.pad(region.astype(np.uint8), 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)

@@ -25,7 +25,7 @@ from engine.stages.resolution import TEXTURE_TOP, blur_to, hf_energy, log_lum, m
 
 _TEXTURE_BANDS = (0.5, 1.0, 2.0, TEXTURE_TOP)  # plate pixels: octave edges of the texture bands (DoG)
 _TEXTURE_SEED = 1009  # one pattern in crop coordinates: the texture moves with the face and does not boil
-_MAX_TEXTURE_GAIN = 6.0  # a plain-skin patch this much louder at most (Rudd onto Whigham: 3 gave 0.27 of the plate)
+_MAX_TEXTURE_GAIN = 6.0  # a plain-skin patch this much louder at most (a lower cap fell short; bench/QUALITY.md)
 _MIN_CORE_PX = 64  # skin pixels needed to measure on the core alone
 _TEXTURE_SHORT = 0.9  # a face this close to the plate's HF energy needs no texture (no noise for a rounding)
 _PATCH = 0.08  # texture patch side, a fraction of the face size: a few pores across, small beside a cheek
@@ -173,9 +173,9 @@ def add_texture(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scal
 
 def _off_the_handoff(skin: np.ndarray, face_scale: float) -> np.ndarray:
     """The skin away from the blend's detail handoff (engine.stages.blend): there the plate's detail replaces the
-    face's, so the face is measured and matched without it. Measured on walkers 46-50 (12 faces): matched on
-    the whole skin, the source's edges near the outline (1.3-2x the plate's detail there) set the budget and left
-    the inner skin at 0.54-0.78 of the plate once the handoff had taken those edges away."""
+    face's, so the face is measured and matched without it: matched on the whole skin, the source's edges near the
+    outline set the budget and left the inner skin short of the plate once the handoff had taken those edges away
+    (values: bench/QUALITY.md, 'Where the constants came from')."""
     reach = blend.HANDOFF * face_scale + min(blend.DETAIL_SIGMA * face_scale, blend.DETAIL_MAX_PX)
     if reach < 1:
         return skin
@@ -198,8 +198,8 @@ def match_detail(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_sca
     ``pooled``: the track's pooled plate detail, used instead of this frame's measurement.
     ``matte``: the face matte; when given, both are measured only where it is 1 (skin away from the outline).
     Near the outline the swap holds the warp's edge and the source's jaw line or hair, whose energy falls slowly
-    with a blur and would set the budget: measured on a walkers face, matching the whole skin left the inner
-    skin at 0.50 of the plate's detail, the inner skin alone at 1.0.
+    with a blur and would set the budget: matching the whole skin left the inner skin short of the plate's detail
+    (values: bench/QUALITY.md, 'Where the constants came from').
     ``features`` (``eyes_and_brows``): when given, the face is blurred at most as far as the plate's features are
     soft (``match_resolution``) and the skin's texture is turned down to the plate's for the rest (``smooth_skin``,
     under ``texture_skin``, default ``skin``); else the whole face is blurred to the plate skin's detail."""
@@ -221,8 +221,8 @@ def match_detail(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_sca
 
     def soften(budget: float) -> np.ndarray:
         """Blurred to the skin's detail, or only as far as the plate's features are soft and the skin's texture
-        turned down for the rest, whichever blurs less: a sharper face is the lesser fault (walkers 40-69, the
-        features always blurred to the plate's: closer to the source 0.78 -> 0.47)."""
+        turned down for the rest, whichever blurs less: a sharper face is the lesser fault, a blurred one loses
+        identity (values: bench/QUALITY.md, 'Where the constants came from')."""
         out, sigma = blur_to(face, budget, core, face_scale, plate_px)
         return out if sigma <= limit else smooth_skin(drawn, budget, core, under, face_scale, plate_px)[0]
     out = soften(energy)

@@ -30,11 +30,9 @@ import numpy as np
 from engine.stages import blur, face_symmetry, geometry68, smooth_field
 from engine.stages.smooth_field import Smooth
 
-# Gaussian sigma of the base, as a fraction of the face size (sqrt of the outline's area). Measured on 16 faces
-# (9 from the walkers clip, 7 photo pairs) with engine.quality.metrics.skin_delta_e after the whole chain
-# (lighting, detail, seam band), dE76 median/p90: 0.04 -> 1.67/2.28, 0.06 -> 2.78/3.86, 0.08 -> 3.88/6.05. At
-# 0.03-0.04 the target's smile lines do not print through (contact sheets); the source's own mid-scale shading
-# (a photo's key light on nose and cheekbones) is replaced by the plate's.
+# Gaussian sigma of the base, as a fraction of the face size (sqrt of the outline's area): the plate's shading
+# and cast come through, the target's smile lines do not print into the swap
+# (values: bench/QUALITY.md, 'Where the constants came from').
 BASE_SCALE = 0.04
 MIN_SKIN_PX = 24  # fewer skin pixels than this measure nothing: the caller's pooled tone must be used
 _GAIN_LIMIT = 16.0  # a plausible exposure difference between two lit faces; beyond it something is wrong
@@ -43,32 +41,15 @@ _ROBUST_LOG = 0.3  # pixels whose luminance is this far (in log) from the first 
 # specular patch (log 0.4-0.8 over the base) is brought to at most HIGHLIGHT_LIMIT.
 HIGHLIGHT_KNEE = 0.08
 HIGHLIGHT_LIMIT = 0.22
-# The luminance base's scale inside the shape zone, and how much of the swap's own colour detail is kept.
-# Measured on walkers frames 40, 44, 48, 56, 62, 69 (15 faces of 62-107 px, paul_rudd.jpg), whole chain, against
-# all at 0.04 (dE76 median/p90 3.21/4.85, closer to the source 0.60, identity margin to original - to source 0.013):
-# zone at 0.12 with colour detail 0.4 -> 2.11/3.76, 0.73, 0.093; swap base not robust -> 1.55/2.39, 0.73, 0.084;
-# source eye shape, zone to cheekbones and forehead, 0.22, colour detail 0.3 -> 1.72/2.48, 1.00, 0.150. Everything
-# at 0.12 (no zone): 8.26/10.7, 1.00, 0.183 (the source's stubble and cheek shading on the plate's cheeks). With the
-# zone's shading made symmetric (``mirror_maps``) and an open mouth's lips kept: 0.22 -> 1.62/2.26, 0.93, 0.086;
-# 0.32 -> 1.58/2.26, 1.00, 0.098; 0.45 -> 1.51/2.26, 1.00, 0.102 (more of the source photo's broad light shows).
+# The luminance base's scale inside the shape zone (face sizes: the swap keeps its shading finer than this, where
+# identity lives), and the share (0-1) of the swap's own colour detail kept on skin
+# (values: bench/QUALITY.md, 'Where the constants came from').
 SHAPE_SCALE = 0.32
 CHROMA_DETAIL = 0.3
-# The zone's shading keeps its shape and ZONE_LEVEL of its mean is taken away (``_zone_level``); it fades out over
-# ZONE_EDGE_FADE of the face size inside the outline. A source photo's relief is stronger than a soft plate's, so
-# its mean over the zone raised the face's level there, by an amount that moved with each frame's swap: walkers
-# 46-57 (30 faces, swap before the mesh warp) L* inside the full matte +3 to +6.6 over the plate (the boy's pale
-# centre and pink cheek), face flicker 1.145. On the mesh warp's swap (477e881), walkers 46-57 / 62-69: level kept
-# flicker 1.157 / 0.785, closer to the source 1.0 / 0.913; all of it taken away 0.95 / 1.05, closer 0.90 / 0.83;
-# half 1.05 / 0.93, closer 0.967 / 0.913. The fade at the outline: edge ratio 1.238 -> 1.203 (the cheekbone points
-# 1 and 15 lie on the outline). Both off by default: on the mesh warp's swap any of them turned faces whose identity
-# margin is ~0.01 (the boy at 49-50, the woman at 66-69) closer to the original: walkers 46-69 at b849d3e (half,
-# fade 0.15) closer 0.905 against ~0.97 estimated without. Now on, all of it: the kept level was the pale pink glow
-# over the dark-haired boy's eyes and cheek (walkers 63: the skin +0.26 in log luminance over the plate's, +0.01
-# without), and over walkers 56-87 every face sat 3-4 L* above its plate (the white-haired woman 80-81 against
-# 77). There, ZONE_LEVEL 0 / 1: closer to the source 0.924 / 0.891, dE76 1.22 / 1.20. Only the lift beyond
-# ZONE_LIFT_MAX (log units) is taken away: the zone's mean over 30 walkers faces was 0.01-0.35 (one 0.64), on the
-# astronaut of tests/test_engine_swap.py 0.137, where taking all of it away turned the swap closer to the original
-# (dlib distance 0.580 to the source, 0.568 to the original).
+# A source photo's relief raises the zone's mean level over the plate's (a pale glow that moves frame to frame):
+# of the lift beyond ZONE_LIFT_MAX (log luminance) the share ZONE_LEVEL is taken away (``_zone_level``). The zone
+# fades out over ZONE_EDGE_FADE of the face size inside the outline; 0 is off
+# (values: bench/QUALITY.md, 'Where the constants came from').
 ZONE_LEVEL = 1.0
 ZONE_LIFT_MAX = 0.15
 ZONE_EDGE_FADE = 0.0
@@ -183,9 +164,9 @@ def _gain_and_base(p: _Pair, scale: float) -> tuple[Smooth, Smooth, Smooth | Non
         raise ValueError(f"the swapped face has {float(p.skin_s.sum()):.0f} skin pixels, fewer than {MIN_SKIN_PX}: "
                          "skip lighting for this face (its crop is too small or its matte empty)")
     # The swap's base leaves out only its highlights, the target's every outlier: the source's stubble, freckles
-    # and lid creases then count in the swap's level, so they neither darken nor yellow the plate's cheeks
-    # (walkers, 15 faces, swap base a plain mean: dE76 median 1.96 -> 1.55, the L* bias on a pale face's cheeks
-    # -3 -> -1.4), while the target's beard shadow and features still never print into the face.
+    # and lid creases then count in the swap's level, so they neither darken nor yellow the plate's cheeks, while
+    # the target's beard shadow and features still never print into the face
+    # (values: bench/QUALITY.md, 'Where the constants came from').
     base_s = _base(p.x, p.skin_s, p.face_scale, scale, keep_dark=True, log_luma=p.ll_x)
     if p.ll_t is not None:
         base_t = measured = _base(p.t, p.skin_t, p.face_scale, scale, log_luma=p.ll_t)
@@ -217,8 +198,8 @@ def _diffuse(t: np.ndarray, ll_t: np.ndarray, skin: np.ndarray, face_scale: floa
 def diffuse_base(lin: np.ndarray, skin: np.ndarray, face_scale: float, scale: float = BASE_SCALE,
                  broad: float = SHAPE_SCALE) -> np.ndarray:
     """The skin's base (``base_layer``) without its highlights: skin brighter than its base at the ``broad``
-    scale is left out and filled from the skin around it, so a specular patch's white does not pale the colour.
-    Retouched t1.jpg, a nose highlight: R/B 2.6 in the base, 4.6 here, 6.5 on the cheek."""
+    scale is left out and filled from the skin around it, so a specular patch's white does not pale the colour
+    (values: bench/QUALITY.md, 'Where the constants came from')."""
     _check(lin, skin)
     t = np.maximum(lin, 0.0).astype(np.float32)
     return _diffuse(t, _log_luma(t), skin, face_scale, scale, broad, None).full()
@@ -283,13 +264,10 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
             # Only the face's shape is exchanged, and a face's shape is symmetric: of the swap's shading its
             # symmetric part (a side key light of the source photo is not its shape). Of the plate's: where a
             # pixel and its mirror disagree (one side lit, the other shaded), the lit side keeps the plate's light
-            # and the shaded side takes their mean; the mean on the lit side lifted it by the shadow's depth
-            # (walkers 63: the turned boy's lit cheek came out twice the plate's); nothing on the shaded side (the
-            # smile folds beside the astronaut's open mouth) and dlib read her mouth as closing (inner-lip gap
-            # 0.119 against the plate's 0.162; 0.145 with the mean). Where they agree, a frontal face
-            # (``facing`` 1) takes their mean: the smaller of the two left the plate's falloff towards the outline
-            # on top of the swap's (walkers, the white-haired woman: edge ratio 1.075 -> 1.138); a turned one the
-            # smaller, its far side foreshortened (the boy's cheek, dE76 1.00 -> 0.87).
+            # (the mean lifted it by the shadow's depth) and the shaded side takes their mean (its smile folds keep
+            # an open mouth open). Where they agree, a frontal face (``facing`` 1) takes their mean (the smaller
+            # left the plate's falloff to the outline on top of the swap's), a turned one the smaller, its far side
+            # foreshortened (values: bench/QUALITY.md, 'Where the constants came from').
             maps = face_symmetry.mirror_maps(mirror, x.shape[0])
 
             def mirrored(a: np.ndarray) -> np.ndarray:

@@ -269,7 +269,7 @@ def occlusion_matte(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetS
 def frame_matte(frame: np.ndarray, plate_px: float) -> np.ndarray:
     """float32 (S, S): 0 on a glasses frame's lines, rising to 1 across its halo. A soft plate spreads a dark
     frame into the skin beside it; a matte that stops at the line puts the swapped skin's hard step there instead.
-    The man in glasses on walkers 70-80 (62 px face), edge ratio: 1.20 with a 0.5 px feather; the line grown by 1
-    plate pixel and feathered 1.5: 1.12; grown 2, feathered 1.5: 1.04 (the frame's own blur, kept from the plate)."""
+    Grown by FRAME_HALO_PX and feathered by FRAME_FEATHER_PX plate pixels, the halo is the frame's own blur, kept
+    from the plate (values: bench/QUALITY.md, 'Where the constants came from')."""
     return masks.uncovered(frame, max(1, int(round(FRAME_HALO_PX * plate_px))), FRAME_FEATHER_PX * plate_px,
                            floor=1.0 / 2048)

@@ -106,8 +106,8 @@ def match_resolution(face: np.ndarray, plate: np.ndarray, features: np.ndarray, 
     """(``face`` blurred until its features are drawn no sharper than the plate's, the sigma used; 0 when they
     already are). Measured on the features (``features``: eyes and brows, where both crops have edges): the
     plate's skin says how much texture the skin has, not how sharp the picture is. A retouched plate (skin
-    smoothed, eyes sharp) blurred the whole face to its skin's texture: t1.jpg's faces at sigma 2-4 crop px,
-    their eyes grey smears."""
+    smoothed, eyes sharp) blurred the whole face to its skin's texture, the eyes grey smears
+    (values: bench/QUALITY.md, 'Where the constants came from')."""
     w = np.clip(features, 0.0, 1.0).astype(np.float32)
     if w.sum() < _MIN_FEATURE_PX:
         return face.astype(np.float32), 0.0

@@ -26,24 +26,19 @@ from engine.stages.source_region import source_region_mask
 
 # With keep_eyes_mouth, the eye openings are warped onto the target's eye contour (blinks and squints follow)
 # but filled from the source, and the whole mouth, lips and interior, is the plate's (an open mouth stays open).
-# Eyes kept from the plate cost identity (walkers 40-44, kate_siegel, dlib distance to the source 0.608 kept,
-# 0.586 warped; expression error 0.025 and 0.018) and the source's lashes met the plate's eyes as dark rings.
+# Eyes kept from the plate (KEEP_EYES) cost identity, and the source's lashes met the plate's eyes as dark rings
+# (values: bench/QUALITY.md, 'Where the constants came from').
 KEEP_EYES = False
-# An open mouth's lips are kept grown by this share of the face (mesh path). Walkers 56-61 (16 faces >= 60 px):
-# expression error 0.032 at 0.04 (the 68-point path 0.046, the reference swap 0.033), 0.036 at 0.08 (dlib
-# distance to the source 0.601 and 0.613).
+# An open mouth's lips are kept grown by this share of the face (mesh path), so their edges are the plate's too;
+# wider cost identity (values: bench/QUALITY.md, 'Where the constants came from').
 MESH_LIPS_GROW = 0.04
-# mouth_openness's ramp, inner-lip gap over eye distance. A steeper one (0.012, 0.02) kept slightly parted mouths
-# open (walkers 36-52, 37 faces: expression error 0.038 -> 0.030; 56-87: 0.024 -> 0.023), but Rudd's photo's lips
-# parted by a hair were then the plate's: Jolie onto Rudd, dlib distance to the source 0.655 -> 0.662, expression
-# error 0.008 -> 0.013 (the reference swap's 0.008).
+# mouth_openness's ramp, inner-lip gap over eye distance: 0 at OPEN_FROM, 1 at OPEN_FROM + OPEN_SPAN. A steeper one
+# took a photo's lips parted by a hair for the plate's (values: bench/QUALITY.md, 'Where the constants came from').
 OPEN_FROM, OPEN_SPAN = 0.01, 0.04
-LIPS_GROW = 0.04  # the same on the 68-point path (0.06: tests/test_engine_swap.py identity turned to the original)
-# The warp over the 468-point mesh (mesh_warp.py) is built but off by default: walkers 46-69 (63 faces >= 60 px,
-# bench/QUALITY.md), mesh / 68 path: sharpness 0.762 / 0.915 (target 0.8-1.25; the 107 px boy 0.485 / 0.872, his
-# eyes and brows smeared on the crops), dE76 median 1.64 / 1.09, flicker 1.138 / 1.103, closer to the source
-# 0.968 / 0.952, expression 0.033 / 0.034; Jolie onto Rudd identity 0.669 / 0.686. It comes on once the boy's
-# softness (a tracked mesh on a turned, looking-down face is the suspect) is found.
+LIPS_GROW = 0.04  # the same on the 68-point path (wider turned identity to the original; see bench/QUALITY.md)
+# The warp over the 468-point mesh (mesh_warp.py) is built but off by default: it left a turned, looking-down
+# face's eyes and brows soft (a tracked mesh is the suspect); it comes on once that is found
+# (values: bench/QUALITY.md, 'Where the constants came from').
 MESH_WARP = False
 
 
@@ -171,15 +166,12 @@ class GeometricSwapper:
         proportions of brows, nose, lips and jaw carry identity; pose and expression stay the target's."""
         m = similarity(source, target)
         aligned = transform_points(m, source)
-        # The 2-D similarity is kept for turned faces too. Walkers 56-87 (92 faces >= 60 px, the 3/4-turned boy
-        # in 31), closer to the source / dlib distance to it: 2-D 0.924 / 0.616; faded out as the face turns
-        # (frontalness, nose-to-cheek distances, 0.3 -> 0.8) 0.783 / 0.642; the source turned into the target's pose
-        # in 3-D through the meshes' depth 0.717 / 0.648. A pose-true warp reads as the plate's face to a recognizer.
+        # The 2-D similarity is kept for turned faces too: a pose-true warp reads as the plate's face to a
+        # recognizer (values: bench/QUALITY.md, 'Where the constants came from').
         alpha = np.full(68, self.shape_transfer)
         alpha[geometry68.JAW] *= 0.6  # the outline meets the plate: move it less
-        # Brows keep the source's shape (on the walkers clip, brows held on the target's line cost identity:
-        # closer to the source on 70 % of faces against 100 %); the dark band once seen above them was the source's
-        # fringe, which the source region now leaves out.
+        # Brows keep the source's shape (held on the target's line they cost identity); the source's fringe above
+        # them is left out by the source region (values: bench/QUALITY.md, 'Where the constants came from').
         if self.keep_eyes_mouth:  # the kept mouth (and kept eyes) must line up with the target's pixels
             alpha[geometry68.INNER_MOUTH] = 0.0
             alpha[geometry68.OUTER_MOUTH] *= 1.0 - opening  # an open mouth's lips are the plate's
@@ -187,7 +179,7 @@ class GeometricSwapper:
                 alpha[geometry68.LEFT_EYE + geometry68.RIGHT_EYE] = 0.0
             else:
                 # The eyes take the source's corners (width, spacing, tilt: identity) with the target's opening
-                # (blinks and squints): walkers 40-69, 15 faces, closer to the source 0.73 -> 0.80.
+                # (blinks and squints) (values: bench/QUALITY.md, 'Where the constants came from').
                 aligned = aligned.copy()
                 for eye in (geometry68.LEFT_EYE, geometry68.RIGHT_EYE):
                     aligned[eye] = eye_with_opening(target[eye], aligned[eye])
@@ -231,14 +223,10 @@ def mouth_openness(lm68: np.ndarray) -> float:
 def _eyes_mouth_mask(lm68: np.ndarray, size: int, scale: float, eyes: bool = True,
                      opening: float | None = None) -> np.ndarray:
     """Soft mask of the target's inner mouth and, as far as the mouth is open (``mouth_openness``), its lips,
-    grown so the lips' edges and the opening's dark corners are the plate's too (and eye openings). Only the inner
-    mouth kept (grown 0.02 of the face), dlib saw an open mouth less open than the plate's: walkers 40-69, 15 faces,
-    expression error 0.041; the lips kept, grown 0.04: 0.027 (the reference swap's 0.024 on 46-69), identity no
-    worse there. A closed mouth keeps the source's lips: they carry identity (angelina_jolie onto paul_rudd with the
-    plate's lips: dlib distance to the source 0.760, to the original 0.680). The inner mouth too is kept only as
-    far as the mouth is open: a closed mouth's plate lip line over the source's lips read to dlib as a parted mouth
-    (walkers 56-87, 92 faces: expression error 0.035 -> 0.025, the reference swap's 0.0275; the man in glasses's
-    closed mouth most)."""
+    grown so the lips' edges and the opening's dark corners are the plate's too (and eye openings): with the inner
+    mouth alone an open mouth read less open than the plate's. A closed mouth keeps the source's lips: they carry
+    identity. The inner mouth too is kept only as far as the mouth is open: a closed mouth's plate lip line over the
+    source's lips read as a parted mouth (values: bench/QUALITY.md, 'Where the constants came from')."""
     inner = geometry68.feature_mask(lm68, size, [geometry68.INNER_MOUTH], 0.02 * scale)
     lips = geometry68.feature_mask(lm68, size, [geometry68.OUTER_MOUTH], LIPS_GROW * scale)
     mouth = (mouth_openness(lm68) if opening is None else opening) * np.maximum(inner, lips)
