@@ -18,11 +18,9 @@ from engine.stages.composite import FrameLayers, composite, empty_layers, paste_
 from engine.stages.contracts import Face
 from engine.stages.plate_texture import PlateTexture
 
-# Frames either side whose plate skin tone the face's level is pooled over. The level follows the plate's face frame
-# by frame (0): pooled over the colour window's +-2 frames it lagged the plate's own changes (the white-haired woman
-# at walkers 72-74: her plate face 7-13 L* darker for three frames, the swapped face only 4-6).
-# Walkers 56-87 (92 faces >= 60 px): face flicker ratio 0.73 pooled over +-2, 0.91 frame by frame (plate 1.0). A face
-# whose skin shows fewer than LEVEL_OWN_PX plate pixels is too small to measure alone: it keeps the pooled level.
+# Frames either side whose plate skin tone the face's level is pooled over: 0, frame by frame, so the level follows
+# the plate's own changes without lag. A face whose skin shows fewer than LEVEL_OWN_PX plate pixels is too small to
+# measure alone: it keeps the pooled level (values: bench/QUALITY.md, 'Where the constants came from').
 LEVEL_RADIUS = 0
 LEVEL_OWN_PX = 400
 
