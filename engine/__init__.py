@@ -40,5 +40,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 # its own, cross-faded between two (sources.SourceViews); one photo renders as before, bit for bit.
 # 0.17.0: the skin takes the plate's own fine texture at the paste (stages.plate_texture); a source photo's glasses
 # frame is filled in from its skin before the swap (stages.source_glasses).
-__version__ = "0.17.0"
+# 0.18.0: no grain is fitted to a plate whose grain is under one 8-bit code value (detail_match.GRAIN_MIN).
+__version__ = "0.18.0"
 PROTOCOL_VERSION = 1

@@ -124,6 +124,20 @@ def test_plate_grain_is_matched_and_changes_with_the_seed():
     assert 0.8 < ratio < 1.25
 
 
+def test_a_plate_without_visible_grain_gets_none():
+    """Under GRAIN_MIN (one 8-bit code value of noise sigma) there is no grain to fit: every seed gives the face
+    without grain, and the fit's re-blurs are not run. (The astronaut photo itself is grainy: 1.4-2.4 code values.)"""
+    face, c = _case(blur=1.5)
+    level = dm.grain_level(c["lin"], c["skin"])
+    assert float(level.max()) < dm.GRAIN_MIN
+    kw = {"plate_px": c["plate_px"]}
+    plain = dm.match_detail(face, c["lin"], c["skin"], c["scale"], add_grain=False, **kw)
+    for seed in (1, 2):
+        np.testing.assert_array_equal(dm.match_detail(face, c["lin"], c["skin"], c["scale"], seed=seed, **kw), plain)
+    _, grainy = _case()  # the photo as it is is over it (its grain is matched: the test below)
+    assert float(dm.grain_level(grainy["lin"], grainy["skin"]).max()) > dm.GRAIN_MIN
+
+
 def test_bad_input_says_what_is_wrong():
     face, c = _case()
     with pytest.raises(ValueError, match="one crop matrix"):

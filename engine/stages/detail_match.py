@@ -29,6 +29,10 @@ _MAX_TEXTURE_GAIN = 6.0  # a plain-skin patch this much louder at most (a lower 
 _MIN_CORE_PX = 64  # skin pixels needed to measure on the core alone
 _TEXTURE_SHORT = 0.9  # a face this close to the plate's HF energy needs no texture (no noise for a rounding)
 _PATCH = 0.08  # texture patch side, a fraction of the face size: a few pores across, small beside a cheek
+# sRGB-encoded noise sigma under which a plate has no grain to match: under one 8-bit code value (compressed video
+# reads 0.3-0.8). Fitting it re-blurs the face up to three times; the quality matrix read the same figures with and
+# without it (bench/QUALITY.md, issue 33 session 21).
+GRAIN_MIN = 1.0 / 255.0
 
 
 def grain_level(lin: np.ndarray, skin: np.ndarray) -> np.ndarray:
@@ -210,6 +214,7 @@ def match_detail(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_sca
         skin = inner if inner.sum() >= 16 else skin  # a tiny or fully feathered face: the whole skin
     target = pooled if pooled is not None else plate_detail(plate, skin, plate_px)
     level, energy = target.grain, target.energy
+    add_grain = add_grain and float(np.max(level)) >= GRAIN_MIN  # no fit for grain no one sees
     # Measured on the skin away from the handoff, against the plate's detail there (the pooled level scaled by
     # this frame's share: a beard along the jaw, the target's own, is not asked of the face's cheeks).
     core = _off_the_handoff(skin, face_scale)
