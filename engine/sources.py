@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from engine import track_models
 from engine.errors import EngineError
 from engine.io import colour
 from engine.io.plates import Plate
@@ -188,7 +189,7 @@ class SourceTexture:
             crop = warp_crop(img, m, size, sharp=True)  # bicubic: the source's detail is what the face keeps
             lm_crop = transform_points(m, lm)
             # its glasses off: a plate face without them must not take the frame's rims (source_glasses)
-            crop, _ = source_glasses.take_off(crop, lm_crop, float(np.sqrt(abs(np.linalg.det(m[:, :2])))))
+            crop, _ = source_glasses.take_off(crop, lm_crop, track_models.plate_px(m))
             self._crops[key] = (crop, geometry68.with_forehead(lm_crop))
             self._meshes[key] = None if mesh is None else mesh_warp.to_crop(mesh, m)
         return self._crops[key]

@@ -143,5 +143,7 @@ def test_pasting_with_the_plates_texture_changes_only_the_skin_and_refuses_misma
             for img in (plain.face, textured.face)]
     # a cut-off this fine (half a plate pixel: the astronaut's face is small) moves part of the band, not all
     assert e[0] < 0.5 * e[2] and e[1] > e[0] + 0.25 * (e[2] - e[0]) and corr[1] > corr[0] + 0.3, (e, corr)
+    with pytest.raises(ValueError, match="needs the plate frame"):
+        paste_face(empty_layers(h, w_), crop, matte, m, "Face1", texture)
     with pytest.raises(ValueError, match="one crop matrix"):
         plate_texture.transfer(crop, photo[:size - 1, :size], texture.w, 2.0)

@@ -31,8 +31,10 @@ def empty_layers(h: int, w: int) -> FrameLayers:
 def paste_face(layers: FrameLayers, crop_lin: np.ndarray, crop_matte: np.ndarray, m: np.ndarray,
                name: str, texture: PlateTexture | None = None, plate: np.ndarray | None = None) -> None:
     """Add one face (linear crop + its crop-space matte, frame->crop matrix m) 'over' the layers so far.
-    ``texture`` with ``plate`` (the frame's linear RGB, the crop's gamut): the plate's skin texture and lines
-    exchanged in at the plate's own pixels (engine.stages.plate_texture)."""
+    ``texture`` with ``plate`` (the frame's linear RGB, the crop's gamut): the plate's fine skin texture exchanged
+    in at the plate's own pixels (engine.stages.plate_texture)."""
+    if texture is not None and plate is None:
+        raise ValueError("a plate texture needs the plate frame: pass plate= (the frame's linear RGB)")
     h, w = layers.face.shape[:2]
     size = crop_lin.shape[0]
     region = paste_region(m, size, (h, w))
@@ -40,7 +42,7 @@ def paste_face(layers: FrameLayers, crop_lin: np.ndarray, crop_matte: np.ndarray
     if region is not None:
         x0, y0, x1, y1 = region
         rgb = warp_back(crop_lin, m, region)
-        if texture is not None and plate is not None:
+        if texture is not None:
             rgb = texture.apply(rgb, plate[y0:y1, x0:x1, :3], m, region)
         a = np.clip(warp_back(crop_matte, m, region), 0.0, 1.0)
         roi = layers.face[y0:y1, x0:x1]

@@ -19,8 +19,6 @@ from engine.stages import geometry68, glasses
 
 LINE_SCALE = 0.0125  # of the face size: half the distance a frame line's surroundings are sampled at, at least
 GROW = 0.02  # of the face size: the frame's mask grown by this before the fill (its soft edge and hinges)
-PASSES = 1  # a second look finds what a fill left of a thick frame's bridge, but reads lid creases and brows as
-# rims on the filled face and smears them (tried on both glasses photos of ../shared/data): one
 
 
 def frame_mask(crop_srgb: np.ndarray, lm68: np.ndarray, crop_px: float = 1.0) -> np.ndarray:
@@ -37,16 +35,13 @@ def frame_mask(crop_srgb: np.ndarray, lm68: np.ndarray, crop_px: float = 1.0) ->
 
 def take_off(crop_srgb: np.ndarray, lm68: np.ndarray, crop_px: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """(the crop with the glasses frame filled in from its surroundings, the frame mask). A crop without glasses
-    comes back as it is (the same array)."""
-    scale = geometry68.face_scale(geometry68.with_forehead(np.asarray(lm68, np.float64)))
-    out, total = crop_srgb, np.zeros(crop_srgb.shape[:2], bool)
-    for _ in range(PASSES):
-        mask = frame_mask(out, lm68, crop_px)
-        if not mask.any():
-            break
-        u8 = (np.clip(out, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
-        filled = cv2.inpaint(u8, mask.astype(np.uint8), max(GROW * scale, 3.0), cv2.INPAINT_TELEA)
-        out = np.array(out, np.float32, copy=True)
-        out[mask] = filled[mask].astype(np.float32) / 255.0  # 8-bit only where it was filled in
-        total |= mask
-    return out, total
+    comes back as it is (the same array). One fill: bench/QUALITY.md has why not two."""
+    mask = frame_mask(crop_srgb, lm68, crop_px)
+    if not mask.any():
+        return crop_srgb, mask
+    u8 = (np.clip(crop_srgb, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    radius = max(GROW * geometry68.face_scale(geometry68.with_forehead(np.asarray(lm68, np.float64))), 3.0)
+    filled = cv2.inpaint(u8, mask.astype(np.uint8), radius, cv2.INPAINT_TELEA)
+    out = np.array(crop_srgb, np.float32, copy=True)
+    out[mask] = filled[mask].astype(np.float32) / 255.0  # 8-bit only where it was filled in
+    return out, mask
