@@ -42,3 +42,14 @@ def test_single_channel_and_non_square_shapes_come_back_as_given(photo):
     soft = blur.gaussian(mask, 25.0)
     assert soft.shape == mask.shape
     assert abs(float(soft.sum()) - float(cv2.GaussianBlur(mask, (0, 0), 25.0).sum())) < 1e-3 * float(mask.sum())
+
+
+@pytest.mark.parametrize("k", [3, 15, 41])
+def test_the_boxed_dilation_is_opencvs_whole_image_one(photo, k):
+    # feature polygons anywhere, one touching the image's edge: the same pixels as a whole-image dilation
+    mask = np.zeros(photo.shape[:2], np.uint8)
+    cv2.fillConvexPoly(mask, np.int32([[300, 200], [420, 230], [380, 330]]), 1)
+    cv2.fillConvexPoly(mask, np.int32([[0, 600], [40, 650], [5, 699]]), 1)
+    whole = cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    assert np.array_equal(blur.dilate_ellipse(mask, k), whole)
+    assert not blur.dilate_ellipse(np.zeros_like(mask), k).any()

@@ -50,6 +50,9 @@ FEATURE_GROW, FEATURE_SOFT = 0.03, 0.015
 CARRY_FROM = 2.0
 CARRY_STOP = 0.25
 HANDOFF_FROM = 0.99  # the matte value where the face's own detail starts to come back
+# Crop px beyond the matte's support that a blended face is read at: the log ratio's blur (sigma 1, 5 px) and the
+# paste's bilinear warp (1 px), with room to spare.
+READ_REACH = 8
 # The matte value where the membrane's boundary lies: below it B takes the plate's level (and, with the handoff,
 # its detail), so the swap's own falloff does not stay as a dark rim in the feather. 0 is off: it can turn a face
 # of small identity margin to the original (values: bench/QUALITY.md, 'Where the constants came from').
@@ -76,15 +79,16 @@ def blend(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, mode: str = "p
         raise ValueError(f"unknown blend mode '{mode}'; use one of {', '.join(MODES)}")
     if band is not None and band <= 0:
         raise ValueError(f"blend band {band} must be a positive width in pixels (or None for the whole matte)")
-    face = face.astype(np.float32)
+    face = face.astype(np.float32)  # a copy: the result is made in it
+    plate = np.asarray(plate, np.float32)
     region = matte > 0
     if mode == "none" or not region.any():
         return face
     if mode == "multiband":
-        return multiband(face, plate.astype(np.float32), matte)
+        return multiband(face, plate, matte)
     if handoff > 0:
         size = scale or matte_scale(matte)
-        face = detail_handoff(face, plate.astype(np.float32), matte, handoff * size,
+        face = detail_handoff(face, plate, matte, handoff * size,
                               min(DETAIL_SIGMA * size, DETAIL_MAX_PX), fine_gain, fine_sigma, carry,
                               CARRY_FROM * plate_px)
     if LEVEL_FROM > 0:
@@ -97,14 +101,20 @@ def blend(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, mode: str = "p
         depth = cv2.distanceTransform(np.pad(region.astype(np.uint8), 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
         region = (matte >= LEVEL_FROM) | (depth[1:-1, 1:-1] > LEVEL_MAX_PX * plate_px)
         if not region.any():
-            return face * np.exp(log_ratio(plate.astype(np.float32), face, matte > 0))
-    diff = log_ratio(plate.astype(np.float32), face, region)
-    if band is not None:  # measured from the matte's outer edge, wherever the solve's boundary lies
-        dist = cv2.distanceTransform(np.pad((matte > 0).astype(np.uint8), 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
-        core = dist[1:-1, 1:-1] > band
+            return face * np.exp(log_ratio(plate, face, matte > 0))
+    diff = log_ratio(plate, face, region, matte > 0)
+    box = blur.weight_box(matte > 0, READ_REACH)
+    if band is not None:  # measured from the matte's outer edge, wherever the solve's boundary lies (the box's
+        # margin is off the matte: the distance in it is the whole crop's)
+        dist = cv2.distanceTransform(np.pad((matte[box] > 0).astype(np.uint8), 1), cv2.DIST_L2,
+                                     cv2.DIST_MASK_PRECISE)
+        core = np.zeros_like(region)
+        core[box] = dist[1:-1, 1:-1] > band
         diff[core] = 0.0
         region = region & ~core
-    return face * np.exp(membrane(diff, region, max_side))
+    # diff is 0 off the read box (log_ratio), and so is the membrane there: only the box is multiplied
+    face[box] *= np.exp(membrane(diff, region, max_side)[box])
+    return face
 
 
 def matte_scale(matte: np.ndarray) -> float:
@@ -121,30 +131,47 @@ def detail_handoff(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, width
     full = (matte >= HANDOFF_FROM).astype(np.uint8)
     if width < 1 or sigma < 0.5 or not full.any():
         return face
-    depth = cv2.distanceTransform(np.pad(full, 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)[1:-1, 1:-1]
+    # Only the matte's support is read (B is never looked at where the matte is 0) and READ_REACH px beyond it (the
+    # log ratio's blur, the bilinear paste): the per-pixel work is cut to that box, each blur's input to the box
+    # grown by the blur's reach, so the values there are the whole crop's (a close-up's matte box is ~30 % of it).
+    out_box = blur.weight_box(matte > 0, READ_REACH)
+    # the box's margin is off the full matte, so the depth in it is the whole crop's
+    depth = cv2.distanceTransform(np.pad(full[out_box], 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)[1:-1, 1:-1]
     t = np.clip(depth / width, 0.0, 1.0)
     w = (1.0 - t * t * (3.0 - 2.0 * t)).astype(np.float32)  # smoothstep: no kink where it ends
     if carry is not None:  # the plate's own features (a brow's tail at the temple) are not handed inward: its
         # detail still runs on through the feather (where the plate shows anyway) and ``carry_from`` px beyond,
         # and stops within CARRY_STOP of the handoff's width
         ramp = max(CARRY_STOP * width, 1.0)
-        drop = (1.0 - np.clip(carry, 0.0, 1.0)) * np.clip((depth - carry_from) / ramp, 0.0, 1.0)
+        drop = (1.0 - np.clip(carry[out_box], 0.0, 1.0)) * np.clip((depth - carry_from) / ramp, 0.0, 1.0)
         w = w * (1.0 - drop)
-    w = w[..., None]
-    lf = np.log(np.maximum(face, _FLOOR))
-    lp = np.log(np.maximum(plate, _FLOOR))
-    bf, bp = blur.gaussian(lf, sigma), blur.gaussian(lp, sigma)
-    df, dp = lf - bf, lp - bp
+    fine = fine_gain != 1.0
+    dp_box = blur.grow_box(out_box, blur.kernel_reach(max(fine_sigma, 0.5)) if fine else 0, matte.shape)
+    log_box = blur.grow_box(dp_box, blur.kernel_reach(sigma), matte.shape)
+    # blur at 4 sigma of r = blur_sigma(lp - lf) is blur_(sqrt(17) sigma)(lp - lf): one wide blur of the logs'
+    # difference, not a wide box of narrow blurs
+    wide = float(np.sqrt(17.0)) * sigma
+    ratio_box = blur.grow_box(dp_box, blur.kernel_reach(wide), matte.shape)
+    lf = np.log(np.maximum(face[log_box], _FLOOR))
+    lp = np.log(np.maximum(plate[log_box], _FLOOR))
+    at = blur.inner(log_box, dp_box)
+    bf, bp = blur.gaussian(lf, sigma)[at], blur.gaussian(lp, sigma)[at]
+    df, dp = lf[at] - bf, lp[at] - bp
     # Where the bases differ locally (a hair fringe of the plate over the face's skin) the plate's detail is the
     # step from skin to hair, which on the face's brighter base would print a bright halo: there it is carried at
     # texture amplitude only. Where they agree (the same surface) it is carried whole.
     clipped = DETAIL_CLIP * np.tanh(dp / DETAIL_CLIP)
     r = bp - bf  # a face lit differently differs by a smooth gain: only the ratio's local departure counts
-    same = np.exp(-(((r - blur.gaussian(r, 4.0 * sigma)) / DETAIL_CLIP) ** 2))
+    d = np.log(np.maximum(plate[ratio_box], _FLOOR)) - np.log(np.maximum(face[ratio_box], _FLOOR))
+    r_wide = blur.gaussian(d, wide)[blur.inner(ratio_box, dp_box)]
+    same = np.exp(-(((r - r_wide) / DETAIL_CLIP) ** 2))
     dp = clipped + (dp - clipped) * same
-    if fine_gain != 1.0:  # the crop's cut and the paste take part of the plate's finest detail: carried raised
+    if fine:  # the crop's cut and the paste take part of the plate's finest detail: carried raised
         dp = dp + (fine_gain - 1.0) * (dp - cv2.GaussianBlur(dp, (0, 0), max(fine_sigma, 0.5)))
-    return (face * np.exp(w * (dp - df))).astype(np.float32)
+    at = blur.inner(dp_box, out_box)
+    out = face.astype(np.float32)  # a copy
+    out[out_box] = face[out_box] * np.exp(w[..., None] * (dp[at] - df[at]))
+    return out
 
 
 def plate_features_out(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
@@ -162,27 +189,47 @@ def premultiplied(blended: np.ndarray, matte: np.ndarray) -> np.ndarray:
     return np.concatenate([blended * a[..., None], a[..., None]], axis=-1)
 
 
-def log_ratio(plate: np.ndarray, face: np.ndarray, region: np.ndarray) -> np.ndarray:
+def log_ratio(plate: np.ndarray, face: np.ndarray, region: np.ndarray,
+              support: np.ndarray | None = None) -> np.ndarray:
     """log(plate / face) of local means (H, W, 3). On the region's border ring, values far from the region's own
     median (where plate and face show the same surface: hair or backdrop next to the matte, not skin) are
     replaced by a fill from trusted ring neighbours, or by that median where none is near. Off the ring, outside
-    the region (the feather, with a boundary at LEVEL_FROM) the fill too: a smooth level, not the plate itself."""
-    lp = np.log(np.maximum(cv2.GaussianBlur(plate, (0, 0), 1.0), _FLOOR))
-    lf = np.log(np.maximum(cv2.GaussianBlur(face, (0, 0), 1.0), _FLOOR))
+    the region (the feather, with a boundary at LEVEL_FROM) the fill too: a smooth level, not the plate itself.
+    Computed on the box of ``support`` (the matte's, default the region) grown by READ_REACH, what a blend reads;
+    0 beyond it."""
+    out = np.zeros(plate.shape, np.float32)
+    box = blur.weight_box(region if support is None else support | region, READ_REACH)
+    if box[0].stop <= box[0].start:
+        return out
+    cut = blur.grow_box(box, blur.kernel_reach(1.0), region.shape)
+    at = blur.inner(cut, box)
+    lp = np.log(np.maximum(cv2.GaussianBlur(plate[cut], (0, 0), 1.0)[at], _FLOOR))
+    lf = np.log(np.maximum(cv2.GaussianBlur(face[cut], (0, 0), 1.0)[at], _FLOOR))
     lr = (lp - lf).astype(np.float32)
+    region = region[box]
     r8 = region.astype(np.uint8)
     ring = (cv2.dilate(r8, np.ones((3, 3), np.uint8)) > 0) & ~region
     if ring.sum() < 8:
-        return lr
+        out[box] = lr
+        return out
     ref = np.median(lr[region], 0).astype(np.float32)
     dev = np.abs(lr - ref).max(-1)  # any channel: a blue shirt or red hair is as foreign as a dark one
     trust = (np.exp(-((dev / _RING_TOLERANCE) ** 2)) * ring).astype(np.float32)
     sigma = max(1.0, 0.05 * np.sqrt(region.sum()))
     prior = 0.02  # the weight of the region's median in the fill: it wins where no trusted neighbour is near
-    num = blur.gaussian(lr * trust[..., None], sigma) + prior * ref
-    den = blur.gaussian(trust, sigma)[..., None] + prior
+    # the fill's blurs read the ring's neighbourhood: trust is 0 off the ring, so the box grown by their reach
+    # (zeros beyond the box) holds what the whole crop holds there
+    wide = blur.grow_box(box, blur.kernel_reach(sigma), out.shape[:2])
+    at = blur.inner(wide, box)
+    spread = np.zeros((wide[0].stop - wide[0].start, wide[1].stop - wide[1].start, 4), np.float32)
+    spread[at][..., :3] = lr * trust[..., None]
+    spread[at][..., 3] = trust
+    spread = blur.gaussian(spread, sigma)[at]
+    num = spread[..., :3] + prior * ref
+    den = spread[..., 3:] + prior
     t = trust[..., None]
-    return (lr * t + num / den * (1.0 - t)).astype(np.float32)
+    out[box] = lr * t + num / den * (1.0 - t)
+    return out
 
 
 def membrane(diff: np.ndarray, region: np.ndarray, max_side: int = MAX_SOLVE_SIDE) -> np.ndarray:

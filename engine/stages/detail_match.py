@@ -38,12 +38,14 @@ GRAIN_MIN = 1.0 / 255.0
 def grain_level(lin: np.ndarray, skin: np.ndarray) -> np.ndarray:
     """Per-channel noise sigma (3,) in sRGB-encoded units from the finest residual inside the skin. The median
     absolute deviation ignores the few strong edges (pores, hairs) and keeps the noise floor."""
-    enc = _encode(lin)
-    res = enc - cv2.GaussianBlur(enc, (0, 0), 0.8)
     sel = skin > 0.5
     if sel.sum() < 16:
         return np.zeros(3, np.float32)
-    r = res[sel]
+    # only the skin's box, grown by the blur's reach, is encoded (the same residual there as the whole crop's)
+    box = blur.weight_box(sel, blur.kernel_reach(0.8))
+    enc = _encode(lin[box])
+    res = enc - cv2.GaussianBlur(enc, (0, 0), 0.8)
+    r = res[sel[box]]
     return (1.4826 * np.median(np.abs(r - np.median(r, 0)), 0)).astype(np.float32)
 
 

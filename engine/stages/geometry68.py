@@ -5,6 +5,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from engine.stages import blur
+
 JAW = list(range(0, 17))
 BROWS = list(range(17, 27))
 NOSE = list(range(27, 36))
@@ -68,7 +70,7 @@ def feature_mask(pts: np.ndarray, size: int, groups: list[list[int]], grow: floa
         cv2.fillConvexPoly(mask, np.round(pts[g]).astype(np.int32), 1)
     if grow >= 1:
         k = int(2 * round(grow) + 1)
-        mask = cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+        mask = blur.dilate_ellipse(mask, k)
     return mask.astype(np.float32)
 
 
@@ -80,7 +82,7 @@ def eye_brow_hulls(lm68: np.ndarray, size: int, grow: float) -> np.ndarray:
         cv2.fillConvexPoly(mask, cv2.convexHull(np.round(lm[g]).astype(np.int32)), 1)
     if grow >= 1:
         k = int(2 * round(grow) + 1)
-        mask = cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+        mask = blur.dilate_ellipse(mask, k)
     return mask.astype(np.float32)
 
 

@@ -24,7 +24,7 @@ def uncovered(cover: np.ndarray, grow: int, sigma: float, floor: float = 1.0 / 1
     far from the cover stay exactly 1."""
     spread = cover.astype(np.uint8)  # 8-bit: a binary dilation costs a fifth of a float one
     if grow > 0:
-        spread = cv2.dilate(spread, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1)))
+        spread = blur.dilate_ellipse(spread, 2 * grow + 1)
     spread = blur.gaussian(spread.astype(np.float32), sigma)
     spread[spread < floor] = 0.0
     return np.where(cover, 0.0, 1.0 - np.clip(spread, 0.0, 1.0)).astype(np.float32)

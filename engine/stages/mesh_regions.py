@@ -11,6 +11,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from engine.stages import blur
+
 # eye openings, 16 vertices each: outer corner first (index 0), inner corner at index 8
 EYE_IMAGE_LEFT = [33, 7, 163, 144, 145, 153, 154, 155, 133, 173, 157, 158, 159, 160, 161, 246]
 EYE_IMAGE_RIGHT = [263, 249, 390, 373, 374, 380, 381, 382, 362, 398, 384, 385, 386, 387, 388, 466]
@@ -32,7 +34,7 @@ def polygon_mask(points: np.ndarray, rings: list[list[int]], size: int, grow: fl
     cv2.fillPoly(mask, [np.round(pts[r]).astype(np.int32) for r in rings], 1)
     if grow >= 1:
         k = int(2 * round(grow) + 1)
-        mask = cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+        mask = blur.dilate_ellipse(mask, k)
     return mask.astype(np.float32)
 
 

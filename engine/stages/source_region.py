@@ -194,7 +194,7 @@ def source_region_mask(crop_srgb: np.ndarray, landmarks: np.ndarray, feather: fl
         brow_eye = np.zeros((size, size), np.uint8)
         cv2.fillConvexPoly(brow_eye, hull, 1)
         k = int(2 * round(0.02 * scale) + 1)
-        features |= cv2.dilate(brow_eye, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))) > 0
+        features |= blur.dilate_ellipse(brow_eye, k) > 0
         features |= _eye_surround(pts[eye], size)
     face = (skin | features) & outline
 
