@@ -77,33 +77,3 @@ def _plain_crop(srgb: np.ndarray, lm: np.ndarray, size: int) -> tuple[np.ndarray
 
     m = crop_matrix(kps5_from_68(lm), FFHQ_TEMPLATE, size)
     return warp_crop(srgb, m, size, sharp=True), transform_points(m, lm)
-
-
-def test_the_sources_masks_are_measured_once_and_not_by_the_first_crop_size_asked(monkeypatch):
-    """The frame and the face region are the photo's: measured once per scale and warped onto every crop size, so
-    a push-in's new sizes cost no new measurement and a render's pixels do not depend on its frame range."""
-    import engine.sources as sources
-    from engine.stages.contracts import Face, SourceFace, kps5_from_68
-    from engine.stages.source_region import source_region_mask
-
-    lin = load(WEARING[1])
-    srgb = colour.linear_to_model(lin, "rec709").astype(np.float32)
-    lm = landmarks(lin)[0]
-    face = Face(box=np.array([*lm.min(0), *lm.max(0)]), score=1.0, kps5=kps5_from_68(lm), landmarks68=lm)
-    calls = []
-    monkeypatch.setattr(sources, "source_region_mask", lambda *a: calls.append(1) or source_region_mask(*a))
-    first, second = (sources.SourceTexture(SourceFace(image_srgb=srgb, face=face), None) for _ in range(2))
-    sizes = (384, 768, 512)
-    got = {s: (first.get(s, 200.0)[0], first.region(s, 200.0)) for s in sizes}
-    assert len(calls) == 1
-    for s in reversed(sizes):
-        crop, region = second.get(s, 200.0)[0], second.region(s, 200.0)
-        assert np.array_equal(crop, got[s][0]) and np.array_equal(region, got[s][1])
-    assert len(calls) == 2
-    # the region scales with the crop, and agrees with one measured on that crop itself (glasses off): IoU 0.988
-    # here at 512 px, 0.937 at 192 px, where the crop's own measurement is the coarser one
-    areas = {s: float(got[s][1].sum()) for s in sizes}
-    assert abs(areas[768] / areas[384] - 4.0) < 0.1, areas
-    own = source_region_mask(got[512][0], first.get(512, 200.0)[1][:68]) > 0.5
-    warped = got[512][1] > 0.5
-    assert (own & warped).sum() / (own | warped).sum() > 0.97
