@@ -16,9 +16,8 @@ from engine.io import colour
 from engine.io.plates import Plate
 from engine.job import ImageInput
 from engine.stages import geometry68, mesh_warp, source_glasses
-from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, crop_size_for, invert, transform_points, warp_crop
+from engine.stages.align import FFHQ_TEMPLATE, crop_matrix, transform_points, warp_crop
 from engine.stages.contracts import Face, SourceFace, SourceIdentity
-from engine.stages.source_region import source_region_mask
 from engine.stages.swap_geometric import SourceView
 
 
@@ -122,13 +121,6 @@ def analyse_sources(srcs: list[ImageInput], analyse: Callable[[np.ndarray, str, 
     return SourceIdentity(faces=faces, embeddings=embeddings, digest=digest.hexdigest())
 
 
-# The source's glasses frame and face region belong to the photo, not to a crop of it: measured once per scale on
-# a crop of at most this side and warped onto each crop size asked for. Crop sizes step by 32 px, so a push-in or a
-# face walking towards the camera asks for a new one every few frames; each cost a whole measurement (0.4-1.2 s at
-# 1344 px).
-MEASURE_MAX = 1024
-
-
 class SourceTexture:
     """The source face cut at the crop size and template a swapper asks for, super-resolved when the target
     face is larger than the detail the source photo holds. Results are cached: the source never changes."""
@@ -145,8 +137,6 @@ class SourceTexture:
         self._scaled: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]] = {}
         self._crops: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._meshes: dict[tuple[int, int], np.ndarray | None] = {}
-        self._regions: dict[tuple[int, int], np.ndarray] = {}
-        self._measured: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def steps_for(self, target_face_size: float) -> int:
         if self._factory is None:
@@ -190,21 +180,6 @@ class SourceTexture:
         with self._lock:
             return self._get(size, target_face_size)
 
-    def _measure(self, steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(photo -> crop matrix, glasses frame mask, source region mask) of the photo at 2**steps, measured once on
-        a crop of the size that holds its resolution (at most MEASURE_MAX px): they are the photo's, and every crop
-        size a target asks for takes them warped (``_get``)."""
-        if steps not in self._measured:
-            img, lm, kp, _ = self._image(steps)
-            size = crop_size_for(self.source.face.size * 2**steps, hi=MEASURE_MAX)
-            m = crop_matrix(kp, FFHQ_TEMPLATE, size)
-            crop = warp_crop(img, m, size, sharp=True)
-            lm_crop = transform_points(m, lm)
-            frame = source_glasses.frame_mask(crop, lm_crop, track_models.plate_px(m))
-            region = source_region_mask(source_glasses.fill(crop, frame, lm_crop), lm_crop)
-            self._measured[steps] = (m, frame.astype(np.float32), region)
-        return self._measured[steps]
-
     def _get(self, size: int, target_face_size: float) -> tuple[np.ndarray, np.ndarray]:
         steps = self.steps_for(target_face_size)
         key = (steps, size)
@@ -213,22 +188,11 @@ class SourceTexture:
             m = crop_matrix(kp, FFHQ_TEMPLATE, size)
             crop = warp_crop(img, m, size, sharp=True)  # bicubic: the source's detail is what the face keeps
             lm_crop = transform_points(m, lm)
-            # the measured masks onto this crop: measured -> photo -> this crop
-            m0, frame, region = self._measure(steps)
-            onto = (np.vstack([m, [0.0, 0.0, 1.0]]) @ np.vstack([invert(m0), [0.0, 0.0, 1.0]]))[:2]
             # its glasses off: a plate face without them must not take the frame's rims (source_glasses)
-            crop = source_glasses.fill(crop, warp_crop(frame, onto, size) > 0.5, lm_crop)
-            self._regions[key] = np.clip(warp_crop(region, onto, size), 0.0, 1.0).astype(np.float32)
+            crop, _ = source_glasses.take_off(crop, lm_crop, track_models.plate_px(m))
             self._crops[key] = (crop, geometry68.with_forehead(lm_crop))
             self._meshes[key] = None if mesh is None else mesh_warp.to_crop(mesh, m)
         return self._crops[key]
-
-    def region(self, size: int, target_face_size: float) -> np.ndarray:
-        """(S, S) float32: where the crop ``get`` gives for the same arguments shows the photo's own face
-        (``source_region_mask``, measured once per scale)."""
-        with self._lock:
-            self._get(size, target_face_size)
-            return self._regions[(self.steps_for(target_face_size), size)]
 
     def mesh(self, size: int, target_face_size: float) -> np.ndarray | None:
         """The source's (468, 3) mesh in the crop ``get`` gives for the same arguments (None without a mesh)."""
@@ -287,8 +251,7 @@ class SourceViews:
         for w, i in self.weights(turn):
             tex = self.textures[i]
             crop, pts = tex.get(size, target_face_size)
-            out.append(SourceView(w, crop, pts, tex.mesh(size, target_face_size),
-                                  tex.region(size, target_face_size)))
+            out.append(SourceView(w, crop, pts, tex.mesh(size, target_face_size)))
         return out
 
     def steps_for(self, target_face_size: float, turn: float = 0.0) -> int:

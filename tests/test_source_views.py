@@ -131,7 +131,7 @@ def test_a_face_between_two_views_is_their_cross_fade(engine, jolie):
         return sw.swap_one(target, target_pts[:68], 256.0, turn=turn)
 
     def share(view: SourceView, w: float) -> SourceView:
-        return SourceView(w, view.crop, view.points, view.mesh, view.region)
+        return SourceView(w, view.crop, view.points, view.mesh)
 
     alone, split = swap([vj]), swap([share(vj, 0.3), share(vj, 0.7)])
     for a, b in zip(alone, split, strict=True):

@@ -37,17 +37,11 @@ def take_off(crop_srgb: np.ndarray, lm68: np.ndarray, crop_px: float = 1.0) -> t
     """(the crop with the glasses frame filled in from its surroundings, the frame mask). A crop without glasses
     comes back as it is (the same array). One fill: bench/QUALITY.md has why not two."""
     mask = frame_mask(crop_srgb, lm68, crop_px)
-    return fill(crop_srgb, mask, lm68), mask
-
-
-def fill(crop_srgb: np.ndarray, mask: np.ndarray, lm68: np.ndarray) -> np.ndarray:
-    """The crop with ``mask`` (``frame_mask``'s, or one warped from another crop of the photo) filled in from its
-    surroundings; the same array when the mask is empty."""
     if not mask.any():
-        return crop_srgb
+        return crop_srgb, mask
     u8 = (np.clip(crop_srgb, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
     radius = max(GROW * geometry68.face_scale(geometry68.with_forehead(np.asarray(lm68, np.float64))), 3.0)
     filled = cv2.inpaint(u8, mask.astype(np.uint8), radius, cv2.INPAINT_TELEA)
     out = np.array(crop_srgb, np.float32, copy=True)
     out[mask] = filled[mask].astype(np.float32) / 255.0  # 8-bit only where it was filled in
-    return out
+    return out, mask

@@ -51,7 +51,6 @@ class SourceView:
     crop: np.ndarray  # sRGB (S, S, 3)
     points: np.ndarray  # (78, 2) in the crop: 68 landmarks and the forehead
     mesh: np.ndarray | None = None  # (468, 3) in the crop, or None (a landmarker without a mesh)
-    region: np.ndarray | None = None  # (S, S) where the crop shows the photo's own face (None: measured here)
 
 
 # (crop size, target face size in plate px, target head turn (geometry68.turn)) -> the views, weights summing to 1
@@ -150,7 +149,7 @@ class GeometricSwapper:
         result = target.astype(np.float32)  # a copy
         result[box] = np.where(box_in[..., None], warped, result[box])
         # The source photo's own face (not its fringe, backdrop or glasses), warped with the same maps.
-        region = view.region if view.region is not None else self._region.get(id(src_img))
+        region = self._region.get(id(src_img))
         if region is None:
             region = self._region[id(src_img)] = source_region_mask(src_img, view.points[:68])
         warped_region = np.zeros((size, size), np.float32)
