@@ -149,7 +149,10 @@ def _to_rgba(px: np.ndarray, names: list[str], alpha_channel: int) -> np.ndarray
         if c == 2:
             out[..., 3] = px[..., 1]
         return out
-    out[..., :3] = px[..., _rgb_index(names)]
+    idx = _rgb_index(names)
+    if idx == [0, 1, 2] and c == 4 and alpha_channel == 3:  # RGBA as stored (an EXR plate): the read is the frame
+        return np.ascontiguousarray(px, dtype=np.float32)
+    out[..., :3] = px[..., :3] if idx == [0, 1, 2] else px[..., idx]
     if 0 <= alpha_channel < c:
         out[..., 3] = px[..., alpha_channel]
     return out
