@@ -23,7 +23,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from engine.errors import EngineError
-from engine.io import memory
 from engine.protocol.kinds import MAX_RENDER_WORKERS as MAX_WORKERS
 
 
@@ -106,8 +105,8 @@ def render_frames(ctx: Any, chunks: list[list[int]], workers: int, swap: Callabl
 
     def write_first() -> None:
         p, fut = finishing.popleft()
-        writer.write(p, *prov.mark(p, *fut.result()), prov.attributes(p))  # the watermark (issue 14)
-        memory.give_back_freed()  # the frame's arrays are freed on the workers' heaps: without it they stay
+        # the watermark (issue 14); no trim after a frame: the next one reuses its freed blocks (engine.io.memory)
+        writer.write(p, *prov.mark(p, *fut.result()), prov.attributes(p))
 
     def finish_ready(last_swapped: int | None) -> None:
         while pending and (last_swapped is None or window.ready(pending[0], last_swapped)):
