@@ -152,8 +152,10 @@ def detail_handoff(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, width
     # difference, not a wide box of narrow blurs
     wide = float(np.sqrt(17.0)) * sigma
     ratio_box = blur.grow_box(dp_box, blur.kernel_reach(wide), matte.shape)
-    lf = np.log(np.maximum(face[log_box], _FLOOR))
-    lp = np.log(np.maximum(plate[log_box], _FLOOR))
+    # the logs once, on the widest box; the narrow blurs read their part of it
+    lf_wide = np.log(np.maximum(face[ratio_box], _FLOOR))
+    lp_wide = np.log(np.maximum(plate[ratio_box], _FLOOR))
+    lf, lp = lf_wide[blur.inner(ratio_box, log_box)], lp_wide[blur.inner(ratio_box, log_box)]
     at = blur.inner(log_box, dp_box)
     bf, bp = blur.gaussian(lf, sigma)[at], blur.gaussian(lp, sigma)[at]
     df, dp = lf[at] - bf, lp[at] - bp
@@ -162,8 +164,7 @@ def detail_handoff(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, width
     # texture amplitude only. Where they agree (the same surface) it is carried whole.
     clipped = DETAIL_CLIP * np.tanh(dp / DETAIL_CLIP)
     r = bp - bf  # a face lit differently differs by a smooth gain: only the ratio's local departure counts
-    d = np.log(np.maximum(plate[ratio_box], _FLOOR)) - np.log(np.maximum(face[ratio_box], _FLOOR))
-    r_wide = blur.gaussian(d, wide)[blur.inner(ratio_box, dp_box)]
+    r_wide = blur.gaussian(lp_wide - lf_wide, wide)[blur.inner(ratio_box, dp_box)]
     same = np.exp(-(((r - r_wide) / DETAIL_CLIP) ** 2))
     dp = clipped + (dp - clipped) * same
     if fine:  # the crop's cut and the paste take part of the plate's finest detail: carried raised
