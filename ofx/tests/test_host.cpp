@@ -7,7 +7,8 @@
 //          "depth": "float"|"short"|"byte", "rows": "up"|"down", "scale": S, "aspect": A, "time": T,
 //          "window": [x1, y1, x2, y2], "params": {NAME: VALUE}, "out": FILE,
 //          "kill_engine_at_line": TEXT, "audit": AUDIT_LOG, "signal": N}  (SIGKILL, or signal N, the engine
-//          once its audit log says TEXT; "abort_at_line": TEXT instead makes abort() say yes then)
+//          once its audit log says TEXT; "abort_at_line": TEXT instead makes abort() say yes then;
+//          "kill_engine_after": true SIGKILLs it once the render has returned)
 //                                                 -> status (ok | failed), the persistent message, seconds
 //         {"op": "parallel", "renders": [STEP, ...]} -> each render on its own thread; their results, seconds
 //         {"op": "frames_needed", "instance": N, "time": T, "first": F, "last": L, "params": {...}}
@@ -675,6 +676,8 @@ Json render(const Json& step) {
   gContext = nullptr;
   if (killer.joinable())
     killer.join();
+  if (step["kill_engine_after"].is_bool() && step["kill_engine_after"].as_bool())
+    kill_children(SIGKILL);  // after the render returned: the next render finds the engine dead, with no race
   if (step["out"].is_string()) {
     std::ofstream out(step["out"].as_string(), std::ios::binary);
     for (int r = 0; r < ctx.h; ++r) {
