@@ -4,6 +4,7 @@ photos through dlib's 68-point predictor (test_lighting's helper)."""
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
@@ -87,3 +88,24 @@ def test_the_held_openness_decides_the_kept_lips():
         keep = swap_geometric._eyes_mouth_mask(lm, size, scale, eyes=False, opening=given)
         lower_lip = np.round(lm[[56, 57, 58]].mean(0)).astype(int)
         assert (keep[lower_lip[1], lower_lip[0]] > 0.9) == lips_kept, name
+
+
+def test_triangulate_covers_the_hull_with_delaunay_triangles():
+    """geometry68.triangulate: triangles of the given points only (no duplicates' second index, no subdivision
+    corner), covering their convex hull once, each with no other point inside its circumcircle."""
+    rng = np.random.default_rng(9)
+    pts = np.round(rng.uniform(0, 200, (78, 2)))
+    pts[5] = pts[6]  # a duplicate: Subdiv2D keeps the first
+    tris = geometry68.triangulate(pts)
+    assert tris.dtype == np.int32 and tris.shape[1] == 3
+    assert (np.sort(tris, 1)[:, 1:] != np.sort(tris, 1)[:, :-1]).all() and 6 not in tris
+    a, b, c = (pts[tris[:, k]] for k in range(3))
+    area = np.abs((b - a)[:, 0] * (c - a)[:, 1] - (b - a)[:, 1] * (c - a)[:, 0]).sum() / 2
+    assert area == pytest.approx(cv2.contourArea(cv2.convexHull(pts.astype(np.float32))), rel=1e-6)
+    for t in tris:  # the empty-circumcircle property
+        p = pts[t]
+        m = np.array([[*(p[i] - p[2]), np.dot(p[i], p[i]) - np.dot(p[2], p[2])] for i in range(2)])
+        centre = np.linalg.solve(2 * m[:, :2], m[:, 2])
+        r2 = np.sum((p[0] - centre) ** 2)
+        others = np.delete(pts, list(t) + [6], axis=0)
+        assert (np.sum((others - centre) ** 2, 1) >= r2 * (1 - 1e-9)).all()

@@ -24,10 +24,14 @@ def write_exr(path: str, rgba: np.ndarray, layers: dict[str, np.ndarray], *, int
     # Packed in the file's own type: numpy's float32 -> half rounding is OpenEXR's (nearest even, the same bits,
     # NaN and infinities included), and OIIO then skips a conversion pass of its own (0.32 -> 0.23 CPU-s a frame
     # for 14 channels at 1080p, bench/RESULTS.md).
-    data = np.empty((h, w, len(names)), dtype=np.float16 if half else np.float32)
+    # Mattes are zero outside their faces: only each one's non-zero box is packed (interleaving ten full-frame
+    # planes was 0.1 CPU-s of a 1080p frame, bench/RESULTS.md part 8).
+    data = np.zeros((h, w, len(names)), dtype=np.float16 if half else np.float32)
     data[..., :4] = rgba
     for i, plane in enumerate(layers.values()):
-        data[..., 4 + i] = plane
+        box = nonzero_box(plane)
+        if box is not None:
+            data[box + (4 + i,)] = plane[box]
     spec = oiio.ImageSpec(w, h, len(names), oiio.HALF if half else oiio.FLOAT)
     spec.channelnames = tuple(names)
     spec.alpha_channel = 3
@@ -50,6 +54,20 @@ def write_exr(path: str, rgba: np.ndarray, layers: dict[str, np.ndarray], *, int
         ok = out.close() and ok
         if not ok:
             raise EngineError(f"writing '{shown or path}' failed ({err.strip()})", "check free disk space")
+
+
+def nonzero_box(plane: np.ndarray) -> tuple[slice, slice] | None:
+    """The smallest (rows, cols) box holding every pixel of ``plane`` whose bits are not +0.0 (-0.0 and NaN
+    count), None when there is none; a plane other than float32 gives the whole frame."""
+    if plane.dtype != np.float32:
+        return np.s_[:, :]
+    bits = np.ascontiguousarray(plane).view(np.uint32)
+    rows = np.flatnonzero(bits.max(axis=1))
+    if not rows.size:
+        return None
+    r0, r1 = int(rows[0]), int(rows[-1]) + 1
+    cols = np.flatnonzero(bits[r0:r1].max(axis=0))
+    return np.s_[r0:r1, int(cols[0]):int(cols[-1]) + 1]
 
 
 def read_exr(path: str) -> tuple[np.ndarray, list[str], dict[str, str]]:

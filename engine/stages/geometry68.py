@@ -54,13 +54,13 @@ def triangulate(pts: np.ndarray) -> np.ndarray:
     sub = cv2.Subdiv2D((int(x0), int(y0), int(x1 - x0) + 1, int(y1 - y0) + 1))
     for p in pts:
         sub.insert((float(p[0]), float(p[1])))
-    tris = []
-    for t in sub.getTriangleList():
-        corners = t.reshape(3, 2)
-        idx = [int(np.argmin(((pts - c) ** 2).sum(1))) for c in corners]
-        if len(set(idx)) == 3 and all(((pts[i] - c) ** 2).sum() < 1e-3 for i, c in zip(idx, corners, strict=True)):
-            tris.append(idx)
-    return np.array(tris, dtype=np.int32)
+    corners = sub.getTriangleList().reshape(-1, 3, 1, 2).astype(np.float64)
+    dist = ((pts[None, None] - corners) ** 2).sum(-1)  # (T, 3, N): each corner's distance to every point
+    idx = dist.argmin(-1)
+    # a triangle of inserted points only (not the subdivision's outer corners), three distinct ones
+    exact = (np.take_along_axis(dist, idx[..., None], -1)[..., 0] < 1e-3).all(1)
+    distinct = (idx[:, 0] != idx[:, 1]) & (idx[:, 1] != idx[:, 2]) & (idx[:, 0] != idx[:, 2])
+    return idx[exact & distinct].astype(np.int32).reshape(-1, 3)
 
 
 def feature_mask(pts: np.ndarray, size: int, groups: list[list[int]], grow: float) -> np.ndarray:

@@ -191,13 +191,16 @@ def piecewise_affine_maps(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, si
     are painted in the order given: where two overlap, the later one wins."""
     index = np.full((size, size), -1, np.int32)
     mats = np.zeros((len(tris), 2, 3), np.float64)
-    for t, (a, b, c) in enumerate(tris):
-        d = dst[[a, b, c]].astype(np.float32)
-        s = src[[a, b, c]].astype(np.float32)
-        if abs((d[1, 0] - d[0, 0]) * (d[2, 1] - d[0, 1]) - (d[1, 1] - d[0, 1]) * (d[2, 0] - d[0, 0])) < 1e-6:
-            continue  # degenerate in this pose: its neighbours cover it
-        mats[t] = cv2.getAffineTransform(d, s)
-        cv2.fillConvexPoly(index, np.round(d).astype(np.int32), int(t))
+    tris = np.asarray(tris, np.intp).reshape(-1, 3)
+    d_all = np.asarray(dst)[tris].astype(np.float32)  # (T, 3, 2)
+    s_all = np.asarray(src)[tris].astype(np.float32)
+    e = d_all[:, 1:] - d_all[:, :1]
+    # degenerate in this pose (no area): its neighbours cover it
+    flat = np.abs(e[:, 0, 0] * e[:, 1, 1] - e[:, 0, 1] * e[:, 1, 0]) < 1e-6
+    corners = np.round(d_all).astype(np.int32)
+    for t in np.flatnonzero(~flat).tolist():
+        mats[t] = cv2.getAffineTransform(d_all[t], s_all[t])
+        cv2.fillConvexPoly(index, corners[t], t)
     inside = index >= 0
     # Identity outside the mesh; the affine maps computed on the mesh's box only (the crop is mostly outside it).
     map_x = np.tile(np.arange(size, dtype=np.float32), (size, 1))
