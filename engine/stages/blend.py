@@ -181,7 +181,7 @@ def plate_features_out(lm68: np.ndarray, size: int, face_scale: float) -> np.nda
     beside the swap's own (Rudd onto Whigham, the temple)."""
     features = geometry68.feature_mask(lm68, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE, geometry68.BROWS[:5],
                                                     geometry68.BROWS[5:]], FEATURE_GROW * face_scale)
-    return (1.0 - np.clip(blur.gaussian(features, max(FEATURE_SOFT * face_scale, 0.8)), 0.0, 1.0)).astype(np.float32)
+    return (1.0 - np.clip(blur.on_support(features, max(FEATURE_SOFT * face_scale, 0.8)), 0.0, 1.0)).astype(np.float32)
 
 
 def premultiplied(blended: np.ndarray, matte: np.ndarray) -> np.ndarray:

@@ -41,6 +41,39 @@ def gaussian(img: np.ndarray, sigma: float) -> np.ndarray:
     return np.ascontiguousarray(out).reshape(img.shape)
 
 
+def on_support(img: np.ndarray, sigma: float, cheap: bool = True) -> np.ndarray:
+    """``gaussian(img, sigma)`` (``cheap=False``: ``cv2.GaussianBlur`` at any sigma) of an image that is zero
+    outside a box, such as a face's matte in its crop: the blur runs on that box grown by the kernel's reach, which
+    gives the whole image's values bit for bit (the margin's zeros are what the border reflects), and the rest
+    stays 0. The cheap large-sigma blur is not local, so above SHRINK_FROM it runs on the whole image."""
+    img = np.asarray(img, np.float32)
+    if cheap and sigma >= SHRINK_FROM:
+        return gaussian(img, sigma)
+    rows, cols = weight_box(img if img.ndim == 2 else img.any(axis=2), kernel_reach(sigma))
+    out = np.zeros(img.shape, np.float32)
+    if rows.stop > rows.start:
+        box = rows, _simd_columns(cols, img.shape[1])
+        out[box] = cv2.GaussianBlur(np.ascontiguousarray(img[box]), (0, 0), sigma).reshape(out[box].shape)
+    return out
+
+
+_SIMD = 64  # floats: a multiple of any vector width OpenCV's filters use
+
+
+def _simd_columns(cols: slice, width: int) -> slice:
+    """``cols`` widened so that OpenCV's filters treat each column as in the whole row: they finish a row's last
+    (width mod vector) pixels without vectors, in another order of sums (one float step apart). The cut is a whole
+    number of vectors wide, or ends where the row ends and starts at a whole number of vectors (its remainder is then
+    the row's own); what it adds is zeros."""
+    start, stop = cols.start, cols.stop
+    if stop < width:
+        stop = start + -(-(stop - start) // _SIMD) * _SIMD
+    if stop >= width:
+        stop = width
+        start -= start % _SIMD  # the cut's remainder is then the row's own
+    return slice(start, stop)
+
+
 def kernel_reach(sigma: float) -> int:
     """Pixels a float ``cv2.GaussianBlur`` of ``sigma`` reads either side (its kernel's radius, one to spare)."""
     return int(np.ceil(4.0 * max(float(sigma), 0.0))) + 1

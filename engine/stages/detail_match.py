@@ -153,7 +153,7 @@ def add_texture(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scal
     if hf_energy(finish(face), where, plate_px) >= _TEXTURE_SHORT * energy:
         return face
     fine, coarse = texture(face, plate, skin, face_scale, plate_px)
-    soft = (blur.gaussian(np.clip(skin, 0.0, 1.0), max(1.0, 0.015 * face_scale))
+    soft = (blur.on_support(np.clip(skin, 0.0, 1.0), max(1.0, 0.015 * face_scale))
             * (skin > 0))[..., None]  # only inside the skin: the blur softens its start, never widens it
     fine, coarse = fine * soft, coarse * soft
     if not (fine.any() or coarse.any()):

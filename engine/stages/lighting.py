@@ -327,7 +327,7 @@ def shape_zone(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
     cv2.fillConvexPoly(hull, cv2.convexHull(np.round(pts[idx]).astype(np.int32)), 1)
     k = int(2 * round(0.05 * face_scale) + 1)
     zone = blur.dilate_ellipse(hull, k).astype(np.float32)
-    zone = np.clip(blur.gaussian(zone, max(0.06 * face_scale, 1.0)), 0.0, 1.0)
+    zone = np.clip(blur.on_support(zone, max(0.06 * face_scale, 1.0)), 0.0, 1.0)
     if ZONE_EDGE_FADE > 0:
         inside = (geometry68.hull_mask(pts, size) > 0.5).astype(np.uint8)
         depth = cv2.distanceTransform(np.pad(inside, 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)[1:-1, 1:-1]

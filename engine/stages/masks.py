@@ -12,10 +12,16 @@ from engine.stages import blur, geometry68
 
 
 def erode_mask(mask: np.ndarray, radius: float) -> np.ndarray:
-    """Round erosion by ``radius`` pixels via a distance transform: cost independent of the radius."""
+    """Round erosion by ``radius`` (>= 0) pixels via a distance transform: cost independent of the radius. The
+    transform runs on the mask's box, padded with a ring of zeros: a zero beyond the ring is never nearer than the
+    ring, so the distances are the whole crop's."""
     inside = (mask > 0.5).astype(np.uint8)
-    dist = cv2.distanceTransform(np.pad(inside, 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)[1:-1, 1:-1]
-    return (dist > radius).astype(np.float32)
+    out = np.zeros(inside.shape, np.float32)
+    box = blur.weight_box(inside, 0)
+    if box[0].stop > box[0].start:
+        dist = cv2.distanceTransform(np.pad(inside[box], 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)[1:-1, 1:-1]
+        out[box] = dist > radius
+    return out
 
 
 def uncovered(cover: np.ndarray, grow: int, sigma: float, floor: float = 1.0 / 1024) -> np.ndarray:
@@ -25,7 +31,7 @@ def uncovered(cover: np.ndarray, grow: int, sigma: float, floor: float = 1.0 / 1
     spread = cover.astype(np.uint8)  # 8-bit: a binary dilation costs a fifth of a float one
     if grow > 0:
         spread = blur.dilate_ellipse(spread, 2 * grow + 1)
-    spread = blur.gaussian(spread.astype(np.float32), sigma)
+    spread = blur.on_support(spread.astype(np.float32), sigma)
     spread[spread < floor] = 0.0
     return np.where(cover, 0.0, 1.0 - np.clip(spread, 0.0, 1.0)).astype(np.float32)
 
@@ -39,7 +45,7 @@ def face_matte(pts78: np.ndarray, size: int, erode: float, feather: float) -> np
     if shrink >= 1:
         mask = erode_mask(mask, shrink)
     if feather_px >= 1:
-        mask = blur.gaussian(mask, feather_px / 4.0)
+        mask = blur.on_support(mask, feather_px / 4.0)
         # Snap the far tail of the Gaussian to exactly 0 (it never reaches 0 analytically): pixels outside the
         # feather stay bit-exact plate pixels.
         mask[mask < 1.0 / 1024] = 0.0
@@ -53,7 +59,7 @@ def soften(matte: np.ndarray, scale: float, feather: float) -> np.ndarray:
     if feather_px < 1:
         return matte
     inner = erode_mask(matte, feather_px / 2.0) * matte
-    soft = blur.gaussian(inner, feather_px / 4.0)
+    soft = blur.on_support(inner, feather_px / 4.0)
     soft[soft < 1.0 / 1024] = 0.0
     return np.minimum(soft, matte).astype(np.float32)
 

@@ -178,5 +178,5 @@ def visibility_map(dst: np.ndarray, tris: np.ndarray, order: np.ndarray, visibil
         # specks (a nostril's side the photo does not see) are closed over; the edge fades inwards only
         k = int(2 * round(2 * sigma) + 1)
         out = cv2.morphologyEx(out, cv2.MORPH_CLOSE, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
-        out = np.minimum(out, blur.gaussian(out, sigma))
+        out = np.minimum(out, blur.on_support(out, sigma))
     return out

@@ -138,7 +138,7 @@ def smooth_skin(face: np.ndarray, energy: float, where: np.ndarray, skin: np.nda
     texture = (log - blur.gaussian(log, max(TEXTURE_TOP * plate_px, 1.0)))[..., None]
     # the skin matte softened inwards: the band's blur spreads a brow's edge over the skin beside it
     inner = np.clip(skin, 0.0, 1.0).astype(np.float32)
-    soft = (blur.gaussian(inner, max(1.0, 0.015 * face_scale)) * (inner > 0))[..., None]
+    soft = (blur.on_support(inner, max(1.0, 0.015 * face_scale)) * (inner > 0))[..., None]
 
     def kept(a: float) -> np.ndarray:
         return face * np.exp(-(1.0 - a) * soft * texture)

@@ -218,7 +218,7 @@ def source_region_mask(crop_srgb: np.ndarray, landmarks: np.ndarray, feather: fl
         # Erode by the Gaussian's reach first (3.2 sigma: the tail is snapped to 0 below 1/1024), so the blur
         # never lifts a pixel outside the classified face above 0.
         mask = _shrink(face, 3.2 * sigma).astype(np.float32)
-        mask = blur.gaussian(mask, sigma)
+        mask = blur.on_support(mask, sigma)
         mask[mask < 1.0 / 1024] = 0.0
         mask[~face] = 0.0  # what the discrete tail still reaches (a few thousandths at corners) is cut
     return np.clip(mask, 0.0, 1.0).astype(np.float32)

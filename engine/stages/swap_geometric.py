@@ -241,7 +241,7 @@ def _eyes_mouth_mask(lm68: np.ndarray, size: int, scale: float, eyes: bool = Tru
 def _soft(mask: np.ndarray, scale: float) -> np.ndarray:
     """A kept-feature mask feathered at 0.015 of the face, its core held at 1."""
     sigma = max(0.015 * scale, 0.8)
-    return np.clip(cv2.GaussianBlur(mask, (0, 0), sigma) * 1.3, 0.0, 1.0)
+    return np.clip(blur.on_support(mask, sigma, cheap=False) * 1.3, 0.0, 1.0)
 
 
 def mesh_mouth_mask(mesh: np.ndarray, size: int, scale: float, eyes: bool = False) -> np.ndarray:
