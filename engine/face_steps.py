@@ -17,7 +17,7 @@ from engine.records import Crop, JobContext, PendingFrame, SwappedFace
 from engine.stages import colour_match, geometry68, in_front, masks, mesh_warp, refine, registry
 from engine.stages.align import crop_matrix, crop_size_for, transform_points, warp_crop
 from engine.stages.contracts import Face, SwapInput
-from engine.stages.occlusion_classic import occlusion_matte
+from engine.stages.occlusion_classic import CropLab, occlusion_matte
 
 
 @dataclass
@@ -156,10 +156,11 @@ def classic_occlusion(ctx: JobContext, crops: list[Crop]) -> list[np.ndarray | N
     to the face outline like a neural occluder's: the layer reads as the visible face."""
     out: list[np.ndarray | None] = []
     for c in crops:
-        model = ctx.track_models.skin_model(c.face.track_id, c.target, c.lm)
+        measured = CropLab.of(c.target, c.lm)  # the fit and the occluder search read the same Lab
+        model = ctx.track_models.skin_model(c.face.track_id, c.target, c.lm, measured)
         hull = geometry68.hull_mask(geometry68.with_forehead(c.lm), c.size)
         wears = ctx.track_models.wears_glasses(c.face.track_id)  # the track's decision: no frame drops the frame
         plate_px = track_models.plate_px(c.m)  # a glasses frame's lines are plate pixels wide
         out.append(None if model is None else occlusion_matte(c.target, c.lm, model, plate_px=plate_px,
-                                                              wears=wears) * hull)
+                                                              wears=wears, measured=measured) * hull)
     return out

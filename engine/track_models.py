@@ -20,7 +20,7 @@ from engine.stages import geometry68, masks
 from engine.stages.align import paste_region, warp_back, warp_crop
 from engine.stages.detail_match import PlateDetail, hf_energy, plate_detail
 from engine.stages.lighting import SkinTone, skin_tone
-from engine.stages.occlusion_classic import TargetSkinModel, fit_skin_model
+from engine.stages.occlusion_classic import CropLab, TargetSkinModel, fit_skin_model
 from engine.stages.swap_geometric import mouth_openness
 
 _MIN_INNER_PX = 16
@@ -196,11 +196,12 @@ class TrackModels:
             return own
         return SkinTone(own.mean * SkinTone.pooled(window).mean / np.maximum(here.mean, 1e-6), own.pixels)
 
-    def skin_model(self, track: int, crop_srgb: np.ndarray, lm: np.ndarray) -> TargetSkinModel | None:
+    def skin_model(self, track: int, crop_srgb: np.ndarray, lm: np.ndarray,
+                   measured: CropLab | None = None) -> TargetSkinModel | None:
         """The skin model for this face: learned from its own crop today (``track`` names the entry of the shot
         analysis's table it will come from); None when it shows too little cheek skin (then no classic occlusion
-        matte is made for the face)."""
+        matte is made for the face). ``measured``: the crop's ``CropLab`` when the caller has it."""
         try:
-            return fit_skin_model([crop_srgb], [lm])
+            return fit_skin_model([crop_srgb], [lm], None if measured is None else [measured])
         except ValueError:
             return None

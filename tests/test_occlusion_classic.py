@@ -14,7 +14,7 @@ from engine.io.colour import srgb_decode, srgb_encode
 from engine.quality.faces import FaceAnalyser, aligned_crop, read_rgb
 from engine.stages import geometry68
 from engine.stages.colour_match import lab_to_lin
-from engine.stages.occlusion_classic import TargetSkinModel, fit_skin_model, occlusion_matte
+from engine.stages.occlusion_classic import CropLab, TargetSkinModel, fit_skin_model, occlusion_matte
 from engine.stages.source_region import points78
 from tests import shared_data
 
@@ -198,3 +198,16 @@ def test_the_faces_own_liner_beyond_the_landmarks_is_not_an_occluder_but_a_small
     stuck[blob] = (0.1, 0.6, 0.2)
     assert (occlusion_matte(stuck, lm, model)[cv2.erode(blob.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0]
             == 0.0).mean() >= 0.99
+
+
+def test_a_shared_measurement_gives_the_same_model_and_matte(face):
+    """The render measures a crop once (CropLab) for its skin-model fit and its occluder search: the same model
+    and the same matte, bit for bit, as measuring in each."""
+    crop, lm, _ = face
+    occluded, _ = _microphone(crop, lm)
+    measured = CropLab.of(occluded, lm)
+    own, shared = fit_skin_model([occluded], [lm]), fit_skin_model([occluded], [lm], [measured])
+    assert own.to_dict() == shared.to_dict()
+    assert np.array_equal(occlusion_matte(occluded, lm, own), occlusion_matte(occluded, lm, own, measured=measured))
+    with pytest.raises(ValueError, match="one set per crop"):
+        fit_skin_model([occluded], [lm], [measured, measured])

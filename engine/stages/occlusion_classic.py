@@ -60,6 +60,29 @@ class TargetSkinModel:
             raise ValueError(f"not a skin model ({exc}); pass what TargetSkinModel.to_dict() wrote") from exc
 
 
+@dataclass(frozen=True)
+class CropLab:
+    """One crop's regions (``_regions``) and its Lab over the outline's and features' box (0 elsewhere): what a
+    frame's skin-model fit and its occluder search both read, measured once."""
+
+    outline: np.ndarray
+    cheeks: np.ndarray
+    features: np.ndarray
+    scale: float
+    box: tuple[slice, slice]
+    lab: np.ndarray
+
+    @staticmethod
+    def of(crop_srgb: np.ndarray, landmarks: np.ndarray) -> CropLab:
+        outline, cheeks, features, scale = _regions(crop_srgb, landmarks)
+        # Every figure reads Lab inside the outline or the features: only their box is converted (the crop's margin
+        # around the face is half its area or more).
+        box = blur.weight_box(outline | features, 0)
+        lab = np.zeros(np.shape(crop_srgb), np.float32)
+        lab[box] = lab_of_srgb(np.asarray(crop_srgb[box], np.float32))
+        return CropLab(outline, cheeks, features, scale, box, lab)
+
+
 def _regions(crop: np.ndarray, landmarks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """(outline, cheek sample, features) boolean masks and the face scale, from 68 crop-space landmarks."""
     crop = np.asarray(crop)
@@ -93,22 +116,22 @@ def _nearest(lab: np.ndarray, centres: np.ndarray) -> np.ndarray:
     return np.linalg.norm(lab[..., None, :] - centres.astype(np.float32), axis=-1).min(-1)
 
 
-def fit_skin_model(crops: Sequence[np.ndarray], landmarks: Sequence[np.ndarray]) -> TargetSkinModel:
-    """Learn a track's skin model from several of its crops (sRGB float) and their 68 crop-space landmarks.
+def fit_skin_model(crops: Sequence[np.ndarray], landmarks: Sequence[np.ndarray],
+                   measured: Sequence[CropLab] | None = None) -> TargetSkinModel:
+    """Learn a track's skin model from several of its crops (sRGB float) and their 68 crop-space landmarks
+    (``measured``: their ``CropLab``s when the caller has them).
 
     Frames whose cheeks are not mostly skin under the pooled model (a hand on the cheek) are left out and the
     model is fitted again from the clear ones.
     """
-    if len(crops) == 0 or len(crops) != len(landmarks):
+    if len(crops) == 0 or len(crops) != len(landmarks) or (measured is not None and len(measured) != len(crops)):
         raise ValueError(f"got {len(crops)} crops and {len(landmarks)} landmark sets; pass one set per crop, "
                          "at least one")
-    labs, samples, feats = [], [], []
-    for crop, lm in zip(crops, landmarks, strict=True):
-        _, cheeks, features, _ = _regions(crop, lm)
-        lab = lab_of_srgb(crop)
-        labs.append(lab)
-        samples.append(lab[cheeks])
-        feats.append(lab[features & ~cheeks])
+    samples, feats = [], []
+    for i, (crop, lm) in enumerate(zip(crops, landmarks, strict=True)):
+        m = CropLab.of(crop, lm) if measured is None else measured[i]
+        samples.append(m.lab[m.cheeks])  # cheeks and features lie in the Lab's box
+        feats.append(m.lab[m.features & ~m.cheeks])
     pooled = np.concatenate(samples)
     if len(pooled) < _MIN_SAMPLES:
         raise ValueError("the crops show too little cheek skin to learn from; pass frames with the face clear")
@@ -203,14 +226,13 @@ def _pale_hair(lab: np.ndarray, skin: SkinGaussian, outline: np.ndarray, feature
     return _touching(pale, pale & edge)
 
 
-def occluders(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetSkinModel) -> np.ndarray:
-    """Boolean (S, S): pixels inside the face outline that something covers."""
-    outline, cheeks, features, scale = _regions(crop_srgb, landmarks)
-    # Every figure below reads Lab inside the outline or the features: only their box is converted and judged
-    # (the crop's margin around the face is half its area or more); outside it Lab stays 0 and nothing is far.
-    box = blur.weight_box(outline | features, 0)
-    lab = np.zeros(np.shape(crop_srgb), np.float32)
-    lab[box] = lab_of_srgb(np.asarray(crop_srgb[box], np.float32))
+def occluders(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetSkinModel,
+              measured: CropLab | None = None) -> np.ndarray:
+    """Boolean (S, S): pixels inside the face outline that something covers (``measured``: the crop's
+    ``CropLab`` when the caller has it)."""
+    m = CropLab.of(crop_srgb, landmarks) if measured is None else measured
+    outline, cheeks, features, scale, box, lab = m.outline, m.cheeks, m.features, m.scale, m.box, m.lab
+    # Outside the Lab's box nothing is judged: Lab stays 0 there and nothing is far.
     skin = _recentred(model.skin, lab, cheeks)
     far = np.zeros_like(outline)
     far[box] = skin.distance(lab[box]) > _SKIN_FAR
@@ -243,16 +265,18 @@ FRAME_FEATHER_PX = 1.5
 
 
 def occlusion_matte(crop_srgb: np.ndarray, landmarks: np.ndarray, model: TargetSkinModel,
-                    feather: float = 0.01, plate_px: float = 1.0, wears: bool | None = None) -> np.ndarray:
+                    feather: float = 0.01, plate_px: float = 1.0, wears: bool | None = None,
+                    measured: CropLab | None = None) -> np.ndarray:
     """float32 (S, S) in [0, 1]: 1 = visible face (the swap goes there), 0 = occluder (the plate stays).
 
     ``crop_srgb``: the target crop, sRGB float in [0, 1]; ``landmarks``: its 68 crop-space landmarks; ``model``:
     the track's TargetSkinModel; ``feather``: soft edge as a fraction of the face size. The soft edge lies on
     the visible side: every occluder pixel is exactly 0. ``plate_px``: crop pixels per plate pixel (sqrt of the
     crop matrix's determinant), which sets the width of a glasses frame's lines. ``wears``: the track's glasses
-    decision (shot analysis); None lets this crop decide.
+    decision (shot analysis); None lets this crop decide. ``measured``: the crop's ``CropLab`` when the caller
+    has it (the same frame's skin-model fit read it).
     """
-    occ = occluders(crop_srgb, landmarks, model)
+    occ = occluders(crop_srgb, landmarks, model, measured)
     scale = geometry68.face_scale(points78(landmarks))
     sigma = feather * scale / 2.0
     if sigma >= 0.3 and occ.any():
