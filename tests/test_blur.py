@@ -101,3 +101,15 @@ def test_the_boxed_blur_is_exact_for_any_box_and_width():
         sigma = float(rng.uniform(0.5, 20.0))
         want = cv2.GaussianBlur(img, (0, 0), sigma)
         assert np.array_equal(blur.on_support(img, sigma, cheap=False), want), (img.shape, y0, y1, x0, x1, sigma)
+
+
+def test_a_region_blurred_alone_is_the_whole_images(photo):
+    """blurred_on: the region of a real photo (not zero around it), blurred on its own reach, bit for bit."""
+    grey = np.ascontiguousarray(photo[..., 1])
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        y0, x0 = int(rng.integers(0, 600)), int(rng.integers(0, 800))
+        region = np.s_[y0:int(rng.integers(y0 + 1, 701)), x0:int(rng.integers(x0 + 1, 901))]
+        sigma = float(rng.uniform(0.5, 30.0))
+        want = cv2.GaussianBlur(grey, (0, 0), sigma)[region]
+        assert np.array_equal(blur.blurred_on(grey, region, sigma), want), (region, sigma)

@@ -52,15 +52,24 @@ def on_support(img: np.ndarray, sigma: float, cheap: bool = True) -> np.ndarray:
     rows, cols = weight_box(img if img.ndim == 2 else img.any(axis=2), kernel_reach(sigma))
     out = np.zeros(img.shape, np.float32)
     if rows.stop > rows.start:
-        box = rows, _simd_columns(cols, img.shape[1])
+        box = rows, simd_columns(cols, img.shape[1])
         out[box] = cv2.GaussianBlur(np.ascontiguousarray(img[box]), (0, 0), sigma).reshape(out[box].shape)
     return out
+
+
+def blurred_on(img: np.ndarray, region: tuple[slice, slice], sigma: float) -> np.ndarray:
+    """``cv2.GaussianBlur(img, (0, 0), sigma)[region]``, computed on ``region`` grown by the kernel's reach alone
+    (whole SIMD vectors wide): a bisection over the blur's sigma reads the same region at every step, and its small
+    sigmas need not blur what only the largest reaches."""
+    rows, cols = grow_box(region, kernel_reach(sigma), img.shape)
+    cut = rows, simd_columns(cols, img.shape[1])
+    return cv2.GaussianBlur(np.ascontiguousarray(img[cut]), (0, 0), sigma)[inner(cut, region)]
 
 
 _SIMD = 64  # floats: a multiple of any vector width OpenCV's filters use
 
 
-def _simd_columns(cols: slice, width: int) -> slice:
+def simd_columns(cols: slice, width: int) -> slice:
     """``cols`` widened so that OpenCV's filters treat each column as in the whole row: they finish a row's last
     (width mod vector) pixels without vectors, in another order of sums (one float step apart). The cut is a whole
     number of vectors wide, or ends where the row ends and starts at a whole number of vectors (its remainder is then

@@ -58,6 +58,17 @@ def log_lum(lin: np.ndarray) -> np.ndarray:
     return np.log(np.maximum(_luminance(lin), 1e-4)).astype(np.float32)
 
 
+def _bisection_cut(face: np.ndarray, w: np.ndarray, widest: float, measure_sigma: float
+                   ) -> tuple[np.ndarray, tuple[slice, slice], np.ndarray]:
+    """(the luminance of ``face`` on the box a bisection up to ``widest`` reads, the region the measure reads in
+    it, the weight there): the measure at ``measure_sigma`` reads the weight's box grown by its reach, each step's
+    blur that region grown by its own."""
+    region = blur.weight_box(w, blur.kernel_reach(measure_sigma))
+    region = region[0], blur.simd_columns(region[1], w.shape[1])
+    cut = blur.grow_box(region, blur.kernel_reach(widest), w.shape)
+    return _luminance(face[cut]), blur.inner(cut, region), w[region]
+
+
 def blur_to(face: np.ndarray, energy: float, skin: np.ndarray, face_scale: float, plate_px: float = 1.0
             ) -> tuple[np.ndarray, float]:
     """(face blurred so its skin's HF energy is at most ``energy``, the sigma used; 0 when already soft)."""
@@ -66,11 +77,10 @@ def blur_to(face: np.ndarray, energy: float, skin: np.ndarray, face_scale: float
     # Bisect on luminance alone (a linear blur commutes with the luminance sum), then blur the colour once.
     w = np.clip(skin, 0.0, 1.0).astype(np.float32)
     lo, hi = 0.0, max(_MAX_BLUR * float(face_scale), 1.0)
-    cut = blur.weight_box(w, blur.kernel_reach(hi) + blur.kernel_reach(_HF_SIGMA * float(plate_px)))
-    y, w = _luminance(face[cut]), w[cut]
+    y, region, w = _bisection_cut(face, w, hi, _HF_SIGMA * float(plate_px))
     for _ in range(_STEPS):  # HF energy falls monotonically with the blur: bisect for the smallest that fits
         mid = 0.5 * (lo + hi)
-        if _hf(cv2.GaussianBlur(y, (0, 0), mid), w, plate_px, box=False) > energy:
+        if _hf(blur.blurred_on(y, region, mid), w, plate_px, box=False) > energy:
             lo = mid
         else:
             hi = mid
@@ -115,11 +125,10 @@ def match_resolution(face: np.ndarray, plate: np.ndarray, features: np.ndarray, 
     if acuity(face, w, plate_px) <= want:
         return face.astype(np.float32), 0.0
     lo, hi = 0.0, max(_MAX_BLUR * float(face_scale), 1.0)
-    cut = blur.weight_box(w, blur.kernel_reach(hi) + blur.kernel_reach(_MID_SIGMA * float(plate_px)))
-    y, w = _luminance(face[cut]), w[cut]
+    y, region, w = _bisection_cut(face, w, hi, _MID_SIGMA * float(plate_px))
     for _ in range(_STEPS):  # acuity falls with the blur: bisect for the smallest that fits
         mid = 0.5 * (lo + hi)
-        if _acuity_y(cv2.GaussianBlur(y, (0, 0), mid), w, plate_px) > want:
+        if _acuity_y(blur.blurred_on(y, region, mid), w, plate_px) > want:
             lo = mid
         else:
             hi = mid
