@@ -176,3 +176,42 @@ def test_the_face_is_matched_away_from_the_blends_handoff():
     out = dm.match_detail(lined, c["lin"], skin, c["scale"], plate_px=c["plate_px"], add_grain=False)
     assert dm.hf_energy(soft, core, c["plate_px"]) < 0.5 * e_plate_core
     assert 0.8 < dm.hf_energy(out, core, c["plate_px"]) / e_plate_core < 1.25
+
+
+def _patches_by_loop(detail, ys, xs, win, cover, half, rng):
+    """The texture's patches laid one window at a time (the reference _lay_patches is checked against)."""
+    h, wd = cover.shape
+    p = win.shape[0]
+    out, norm = np.zeros(detail.shape, np.float32), np.zeros(cover.shape, np.float32)
+    for y0 in range(-half, h, half):
+        for x0 in range(-half, wd, half):
+            ty, tx = slice(max(y0, 0), min(y0 + p, h)), slice(max(x0, 0), min(x0 + p, wd))
+            if not cover[ty, tx].any():
+                continue
+            k = rng.integers(len(ys))
+            sy, sx = ys[k] - half + (ty.start - y0), xs[k] - half + (tx.start - x0)
+            ph, pw = ty.stop - ty.start, tx.stop - tx.start
+            wk = win[ty.start - y0:ty.start - y0 + ph, tx.start - x0:tx.start - x0 + pw]
+            patch = detail[sy:sy + ph, sx:sx + pw]
+            out[ty, tx] += (patch - patch.mean((0, 1))) * wk[..., None]
+            norm[ty, tx] += wk * wk
+    return out, norm
+
+
+@pytest.mark.parametrize("p", [8, 9, 23])
+def test_patches_laid_at_once_are_the_window_by_window_sum(p):
+    rng = np.random.default_rng(2)
+    h, w = 97, 131
+    detail = rng.normal(0, 0.05, (h, w, 2)).astype(np.float32)
+    cover = np.zeros((h, w), np.uint8)
+    cover[10:70, 20:120] = 1  # windows beyond the cover hold none of it and take no draw
+    half = p // 2
+    ys, xs = np.mgrid[half:h - half:3, half:w - half:5]
+    ys, xs = ys.ravel(), xs.ravel()
+    win = np.outer(*(2 * [np.sin(np.pi * (np.arange(p) + 0.5) / p) ** 2])).astype(np.float32)
+    got = dm._lay_patches(detail, ys, xs, win, cover, half, np.random.default_rng(7))
+    want = _patches_by_loop(detail, ys, xs, win, cover, half, np.random.default_rng(7))
+    for g, wv in zip(got, want, strict=True):
+        assert g.shape == wv.shape and g.dtype == np.float32
+        assert np.abs(g - wv).max() < 1e-6 * max(1.0, float(np.abs(wv).max()))
+    assert (want[1] > 0).sum() > 0.5 * cover.size and (want[1][cover > 0] > 0).all()

@@ -120,25 +120,42 @@ def texture(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scale: f
     quiet = energy[ys, xs] <= np.median(energy[ys, xs])
     ys, xs = ys[quiet], xs[quiet]
     win = np.outer(*(2 * [np.sin(np.pi * (np.arange(p) + 0.5) / p) ** 2])).astype(np.float32)
-    norm = np.zeros(skin.shape, np.float32)
-    rng = np.random.default_rng(seed)
-    h, wd = skin.shape
     cover = cv2.dilate((skin > 0).astype(np.uint8), np.ones((p, p), np.uint8))
-    for y0 in range(-half, h, half):
-        for x0 in range(-half, wd, half):
-            ty, tx = slice(max(y0, 0), min(y0 + p, h)), slice(max(x0, 0), min(x0 + p, wd))
-            if not cover[ty, tx].any():
-                continue
-            k = rng.integers(len(ys))
-            sy, sx = ys[k] - half + (ty.start - y0), xs[k] - half + (tx.start - x0)
-            ph, pw = ty.stop - ty.start, tx.stop - tx.start
-            wk = win[ty.start - y0:ty.start - y0 + ph, tx.start - x0:tx.start - x0 + pw]
-            patch = detail[sy:sy + ph, sx:sx + pw]
-            # zero mean: beside an eye or a nostril the skin is brighter than its blur, and that is shape, not texture
-            out[ty, tx] += (patch - patch.mean((0, 1))) * wk[..., None]
-            norm[ty, tx] += wk * wk
+    out, norm = _lay_patches(detail, ys, xs, win, cover, half, np.random.default_rng(seed))
     out /= np.sqrt(np.maximum(norm, 1e-6))[..., None]  # overlaps keep the texture's variance
     return out[..., :1], out[..., 1:]  # luminance only: the same gain on R, G, B keeps the skin's hue
+
+
+def _lay_patches(detail: np.ndarray, ys: np.ndarray, xs: np.ndarray, win: np.ndarray, cover: np.ndarray, half: int,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(sum of windowed patches (H, W, C), sum of the squared windows (H, W)): on a grid of windows ``half`` apart
+    starting half a patch before the crop, each window that holds any of ``cover`` takes the p x p patch of
+    ``detail`` centred on a sample (``ys``, ``xs``) drawn at random in raster order, zero-mean over the part of it
+    inside the crop, times ``win``. One pass for all windows (a loop over them cost 14 ms a small face)."""
+    h, wd = cover.shape
+    p, c = win.shape[0], detail.shape[2]
+    y0s, x0s = np.arange(-half, h, half), np.arange(-half, wd, half)
+    ii = cv2.integral(cover)  # which windows hold any cover, by an integral image
+    ya, yb, xa, xb = np.clip(y0s, 0, h), np.clip(y0s + p, 0, h), np.clip(x0s, 0, wd), np.clip(x0s + p, 0, wd)
+    held = (ii[yb][:, xb] - ii[ya][:, xb] - ii[yb][:, xa] + ii[ya][:, xa]) > 0
+    iy, ix = np.nonzero(held)  # raster order: the draws fall as they did window by window
+    k = rng.integers(len(ys), size=len(iy))
+    d = np.arange(p)
+    # each window's whole source patch (the samples keep half a patch from the crop's edges)
+    patches = detail[(ys[k, None] - half + d)[:, :, None], (xs[k, None] - half + d)[:, None, :]]  # (N, p, p, C)
+    rows, cols = y0s[iy, None] + d, x0s[ix, None] + d  # (N, p) crop coordinates
+    inside = ((rows >= 0) & (rows < h))[:, :, None] & ((cols >= 0) & (cols < wd))[:, None, :]
+    # zero mean over the part inside the crop: beside an eye or a nostril the skin is brighter than its blur, and
+    # that is shape, not texture
+    mean = (patches * inside[..., None]).sum((1, 2)) / inside.sum((1, 2))[:, None]
+    laid = (patches - mean[:, None, None, :].astype(np.float32)) * win[None, :, :, None]
+    # summed onto a canvas with room for the windows beyond the crop's edges, then cut to the crop
+    hc, wc = h + 2 * p, wd + 2 * p
+    at = (rows + p)[:, :, None] * wc + (cols + p)[:, None, :]  # (N, p, p)
+    out = np.bincount((at[..., None] * c + np.arange(c)).ravel(), laid.ravel(), hc * wc * c)
+    out = out.reshape(hc, wc, c)[p:p + h, p:p + wd]
+    norm = np.bincount(at.ravel(), np.broadcast_to(win * win, at.shape).ravel(), hc * wc).reshape(hc, wc)
+    return out.astype(np.float32), norm[p:p + h, p:p + wd].astype(np.float32)
 
 
 def add_texture(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scale: float, energy: float,
