@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from engine.stages import blur
+
 WORK_SIGMA = 3.0  # the fill's sigma in grid cells: the grid is the crop shrunk by sigma / WORK_SIGMA
 
 
@@ -60,14 +62,18 @@ class Smooth:
 
 
 def fill(img: np.ndarray, weight: np.ndarray, sigma: float) -> Smooth:
-    """Weighted Gaussian mean of ``img`` (H, W, C) at ``sigma`` crop pixels (normalised convolution), with holes and
-    the area outside ``weight`` filled from coarser levels of a push-pull pyramid: smooth everywhere, and inside the
-    weight's support it is the local weighted mean."""
+    """Weighted Gaussian mean of ``img`` (H, W, C), finite, at ``sigma`` crop pixels (normalised convolution), with
+    holes and the area outside ``weight`` filled from coarser levels of a push-pull pyramid: smooth everywhere, and
+    inside the weight's support it is the local weighted mean."""
     h, w = weight.shape
     f = max(1.0, sigma / WORK_SIGMA)
     sw, sh = max(2, int(round(w / f))), max(2, int(round(h / f)))
     wt = np.asarray(weight, np.float32)
-    num = cv2.resize(np.multiply(img, wt[..., None], dtype=np.float32), (sw, sh), interpolation=cv2.INTER_AREA)
+    # the product is zero outside the weight's box (``img`` is finite): multiplied there only
+    box = blur.weight_box(wt, 0)
+    prod = np.zeros(np.shape(img), np.float32)
+    prod[box] = np.multiply(img[box], wt[box][..., None], dtype=np.float32)
+    num = cv2.resize(prod, (sw, sh), interpolation=cv2.INTER_AREA)
     den = cv2.resize(wt, (sw, sh), interpolation=cv2.INTER_AREA)
     s = sigma / f
     num = cv2.GaussianBlur(num, (0, 0), s)
