@@ -118,7 +118,8 @@ def mattes(ctx: JobContext, crops: list[Crop], swapped: Swapped, refined: list[n
     for i, c in enumerate(crops):
         p = pendings[owner[i]]
         pts78 = geometry68.with_forehead(c.lm)
-        matte = masks.face_matte(pts78, c.size, s.matte_erode, s.matte_feather)
+        landmark_matte = masks.face_matte(pts78, c.size, s.matte_erode, s.matte_feather)
+        matte = landmark_matte  # narrowed below into new arrays: the landmark matte itself is measured on
         layers: dict[str, np.ndarray] = {}
         if swapped.model_masks is not None:  # the model's own mask narrows the matte and is kept as a layer
             layers["ModelMask"] = swapped.model_masks[i]
@@ -141,7 +142,8 @@ def mattes(ctx: JobContext, crops: list[Crop], swapped: Swapped, refined: list[n
         shown = layers.get("Occlusion")  # the face's tone is measured where no occluder covers it
         measures, skin, region = track_models.measure(target709, c.lm, c.size, c.m, s.matte_erode, s.matte_feather,
                                                       p.plate[..., :3], clear,
-                                                      None if shown is None else shown >= 0.99, c.target_lin)
+                                                      None if shown is None else shown >= 0.99, c.target_lin,
+                                                      landmark_matte)
         layers["Skin"] = skin
         keep = swapped.keeps[i] if swapped.keeps is not None else None
         stats = colour_match.skin_stats(target709, skin) if s.colour_match != "none" else None

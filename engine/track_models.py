@@ -44,8 +44,8 @@ def measure_region(skin: np.ndarray, landmark_matte: np.ndarray) -> np.ndarray:
 
 def measure(target709: np.ndarray, lm68: np.ndarray, size: int, m: np.ndarray, erode: float, feather: float,
             plate_lin: np.ndarray | None = None, clear: np.ndarray | None = None,
-            shown: np.ndarray | None = None, cut: np.ndarray | None = None
-            ) -> tuple[PlateMeasures, np.ndarray, np.ndarray]:
+            shown: np.ndarray | None = None, cut: np.ndarray | None = None,
+            landmark_matte: np.ndarray | None = None) -> tuple[PlateMeasures, np.ndarray, np.ndarray]:
     """(the plate face's measures, its skin matte, where they were measured) from its linear Rec.709 crop and
     crop-space landmarks. ``plate_lin``: the frame (linear, any gamut) the crop was cut from; given, the detail
     figure is raised by what the cut and the paste's resampling take away (``resample_loss``), so the pasted
@@ -54,12 +54,15 @@ def measure(target709: np.ndarray, lm68: np.ndarray, size: int, m: np.ndarray, e
     (bool): where the occlusion matte is full (no hand, microphone or glasses frame over the face); the tone, which
     sets the face's level and colour, is measured there only: a glasses frame's dark lines and halo in the tone
     darkened the face. The detail figure and the skin matte keep the whole region (the occluders left out of those
-    too cost sharpness and expression) (values: bench/QUALITY.md, 'Where the constants came from')."""
+    too cost sharpness and expression) (values: bench/QUALITY.md, 'Where the constants came from').
+    ``landmark_matte``: ``masks.face_matte(pts78, size, erode, feather)`` when the caller has it."""
     pts78 = geometry68.with_forehead(lm68)
     skin = masks.skin_matte(pts78, lm68, size)
     if clear is not None:
         skin = skin * clear
-    region = measure_region(skin, masks.face_matte(pts78, size, erode, feather))
+    if landmark_matte is None:
+        landmark_matte = masks.face_matte(pts78, size, erode, feather)
+    region = measure_region(skin, landmark_matte)
     unoccluded = region if shown is None else region * shown
     tone = skin_tone(target709, unoccluded if unoccluded.sum() >= _MIN_INNER_PX else region)
     detail = None
