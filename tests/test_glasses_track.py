@@ -182,8 +182,9 @@ def test_a_render_measures_his_tone_where_his_occlusion_matte_is_full(engine, se
     calls = []
     plain = track_models.measure
 
-    def spy(target709, lm68, size, m, erode, feather, plate_lin=None, clear=None, shown=None, cut=None):
-        out = plain(target709, lm68, size, m, erode, feather, plate_lin, clear, shown, cut)
+    def spy(target709, lm68, size, m, erode, feather, plate_lin=None, clear=None, shown=None, cut=None,
+            landmark_matte=None):
+        out = plain(target709, lm68, size, m, erode, feather, plate_lin, clear, shown, cut, landmark_matte)
         calls.append((target709, m, shown, out))
         return out
 
