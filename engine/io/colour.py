@@ -37,14 +37,23 @@ _AP0_TO_709 = np.array([
 def srgb_encode(lin: np.ndarray) -> np.ndarray:
     """Scene-linear -> piecewise sRGB (IEC 61966-2-1), linear toe continued below 0."""
     x = np.asarray(lin, dtype=np.float32)
-    hi = 1.055 * np.power(np.maximum(x, 0.0031308), 1.0 / 2.4) - 0.055
-    return np.where(x <= 0.0031308, x * 12.92, hi).astype(np.float32)
+    out = np.maximum(x, np.float32(0.0031308), out=np.empty(x.shape, np.float32))  # in place, as srgb_decode
+    np.power(out, np.float32(1.0 / 2.4), out=out)
+    out *= np.float32(1.055)
+    out -= np.float32(0.055)
+    np.multiply(x, np.float32(12.92), out=out, where=x <= np.float32(0.0031308))
+    return out
 
 
 def srgb_decode(enc: np.ndarray) -> np.ndarray:
     x = np.asarray(enc, dtype=np.float32)
-    hi = np.power((np.maximum(x, 0.04045) + 0.055) / 1.055, 2.4)
-    return np.where(x <= 0.04045, x / 12.92, hi).astype(np.float32)
+    # in place from here: a crop's temporaries were a third of the cost
+    out = np.maximum(x, np.float32(0.04045), out=np.empty(x.shape, np.float32))
+    out += np.float32(0.055)
+    out /= np.float32(1.055)
+    np.power(out, np.float32(2.4), out=out)
+    np.divide(x, np.float32(12.92), out=out, where=x <= np.float32(0.04045))
+    return out
 
 
 # 8-bit sRGB code value -> linear, the same float32 values as srgb_decode(u8 / 255) (np.power on a 1080p frame:

@@ -72,16 +72,23 @@ def transform_points(m: np.ndarray, pts: np.ndarray) -> np.ndarray:
 _RANGE = np.ones((3, 3), np.uint8)
 
 
-def held_cubic(image: np.ndarray, warp: Callable[[np.ndarray, int], np.ndarray]) -> np.ndarray:
+def neighbour_range(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(minimum, maximum) of each pixel's 3x3 neighbourhood: what ``held_cubic`` holds a warp of ``image`` within.
+    An image warped every frame (a source photo's crop) keeps its pair."""
+    return cv2.erode(image, _RANGE), cv2.dilate(image, _RANGE)
+
+
+def held_cubic(image: np.ndarray, warp: Callable[[np.ndarray, int], np.ndarray],
+               ranges: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """``warp(image, interpolation)`` done bicubic, held within the range of each pixel's 3x3 source neighbourhood.
     A bilinear warp is a blur at every sub-pixel shift: through the engine's round trip (this cut, a bilinear paste)
     a plate face kept 0.37-0.56 of the finest band's energy with a bilinear cut, 0.52-0.77 with this one (the
     quality report's sharpness band, shea_whigham.jpg at 1-1.8 crop px per plate px). Unheld, the bicubic's
-    ringing dipped to -0.08 in linear light beside a dark edge."""
+    ringing dipped to -0.08 in linear light beside a dark edge. ``ranges``: ``neighbour_range(image)`` when the
+    caller keeps it."""
+    lo_img, hi_img = neighbour_range(image) if ranges is None else ranges
     cubic = warp(image, cv2.INTER_CUBIC)
-    lo = warp(cv2.erode(image, _RANGE), cv2.INTER_LINEAR)
-    hi = warp(cv2.dilate(image, _RANGE), cv2.INTER_LINEAR)
-    return np.clip(cubic, lo, hi)
+    return np.clip(cubic, warp(lo_img, cv2.INTER_LINEAR), warp(hi_img, cv2.INTER_LINEAR), out=cubic)
 
 
 def sharp_warp(image: np.ndarray, m: np.ndarray, dsize: tuple[int, int], border: int) -> np.ndarray:

@@ -98,8 +98,11 @@ def blend(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, mode: str = "p
         # plate after the lighting step) stayed as a dark rim inside the feather.
         # On a large face the feather is many plate pixels wide: there only its outer LEVEL_MAX_PX plate pixels
         # take the plate's level (the whole feather showed the target's own shading at the jaw and cost identity).
-        depth = cv2.distanceTransform(np.pad(region.astype(np.uint8), 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
-        region = (matte >= LEVEL_FROM) | (depth[1:-1, 1:-1] > LEVEL_MAX_PX * plate_px)
+        rbox = blur.weight_box(region, 0)  # its ring of zeros holds every pixel's nearest zero: the same depths
+        deep = np.zeros_like(region)
+        deep[rbox] = cv2.distanceTransform(np.pad(region[rbox].astype(np.uint8), 1), cv2.DIST_L2,
+                                           cv2.DIST_MASK_PRECISE)[1:-1, 1:-1] > LEVEL_MAX_PX * plate_px
+        region = (matte >= LEVEL_FROM) | deep
         if not region.any():
             return face * np.exp(log_ratio(plate, face, matte > 0))
     diff = log_ratio(plate, face, region, matte > 0)
@@ -181,12 +184,13 @@ def plate_features_out(lm68: np.ndarray, size: int, face_scale: float) -> np.nda
     beside the swap's own (Rudd onto Whigham, the temple)."""
     features = geometry68.feature_mask(lm68, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE, geometry68.BROWS[:5],
                                                     geometry68.BROWS[5:]], FEATURE_GROW * face_scale)
-    return (1.0 - np.clip(blur.on_support(features, max(FEATURE_SOFT * face_scale, 0.8)), 0.0, 1.0)).astype(np.float32)
+    soft = blur.on_support(features, max(FEATURE_SOFT * face_scale, 0.8))
+    return (1.0 - np.clip(soft, 0.0, 1.0)).astype(np.float32, copy=False)
 
 
 def premultiplied(blended: np.ndarray, matte: np.ndarray) -> np.ndarray:
     """RGBA face layer: B * a with A = a (what the EXR holds)."""
-    a = np.clip(matte, 0.0, 1.0).astype(np.float32)
+    a = np.clip(matte, 0.0, 1.0).astype(np.float32, copy=False)
     return np.concatenate([blended * a[..., None], a[..., None]], axis=-1)
 
 
@@ -206,7 +210,7 @@ def log_ratio(plate: np.ndarray, face: np.ndarray, region: np.ndarray,
     at = blur.inner(cut, box)
     lp = np.log(np.maximum(cv2.GaussianBlur(plate[cut], (0, 0), 1.0)[at], _FLOOR))
     lf = np.log(np.maximum(cv2.GaussianBlur(face[cut], (0, 0), 1.0)[at], _FLOOR))
-    lr = (lp - lf).astype(np.float32)
+    lr = (lp - lf).astype(np.float32, copy=False)
     region = region[box]
     r8 = region.astype(np.uint8)
     ring = (cv2.dilate(r8, np.ones((3, 3), np.uint8)) > 0) & ~region
@@ -215,7 +219,7 @@ def log_ratio(plate: np.ndarray, face: np.ndarray, region: np.ndarray,
         return out
     ref = np.median(lr[region], 0).astype(np.float32)
     dev = np.abs(lr - ref).max(-1)  # any channel: a blue shirt or red hair is as foreign as a dark one
-    trust = (np.exp(-((dev / _RING_TOLERANCE) ** 2)) * ring).astype(np.float32)
+    trust = (np.exp(-((dev / _RING_TOLERANCE) ** 2)) * ring).astype(np.float32, copy=False)
     sigma = max(1.0, 0.05 * np.sqrt(region.sum()))
     prior = 0.02  # the weight of the region's median in the fill: it wins where no trusted neighbour is near
     # the fill's blurs read the ring's neighbourhood: trust is 0 off the ring, so the box grown by their reach
@@ -275,7 +279,7 @@ def _solve(d: np.ndarray, r: np.ndarray) -> np.ndarray:
     n = len(ys)
     out = d.astype(np.float64).copy()
     if n == 0:
-        return out.astype(np.float32)
+        return out.astype(np.float32, copy=False)
     idx[ys, xs] = np.arange(n)
     rows, cols, vals = [np.arange(n)], [np.arange(n)], [np.zeros(n)]
     rhs = np.zeros((n, c))
@@ -296,14 +300,14 @@ def _solve(d: np.ndarray, r: np.ndarray) -> np.ndarray:
     a = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n)).tocsc()
     sol = spsolve(a, rhs)
     out[ys, xs] = sol.reshape(n, c)
-    return out.astype(np.float32)
+    return out.astype(np.float32, copy=False)
 
 
 def multiband(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, levels: int = 5) -> np.ndarray:
     """Laplacian-pyramid blend with the matte's Gaussian pyramid as the per-level weights."""
     h, w = matte.shape
     levels = max(1, min(levels, int(np.log2(max(min(h, w), 2))) - 2))
-    a = np.clip(matte, 0.0, 1.0).astype(np.float32)
+    a = np.clip(matte, 0.0, 1.0).astype(np.float32, copy=False)
     ga, gf, gp = [a], [face], [plate]
     for _ in range(levels):
         ga.append(cv2.pyrDown(ga[-1]))
@@ -316,4 +320,4 @@ def multiband(face: np.ndarray, plate: np.ndarray, matte: np.ndarray, levels: in
         lp = gp[k] - cv2.pyrUp(gp[k + 1], dstsize=size)
         wk = ga[k][..., None]
         out = cv2.pyrUp(out, dstsize=size) + lf * wk + lp * (1.0 - wk)
-    return out.astype(np.float32)
+    return out.astype(np.float32, copy=False)

@@ -93,12 +93,16 @@ def weight_box(w: np.ndarray, margin: int) -> tuple[slice, slice]:
     figure reads only these: cut there, a blur of reach at most ``margin`` gives the same values on the box
     (at the image's own edge the cut and the whole image reflect alike), so it costs the face's features, not
     the crop's whole area."""
-    rows, cols = np.flatnonzero(w.any(axis=1)), np.flatnonzero(w.any(axis=0))
-    if rows.size == 0:
+    if np.size(w) == 0:
+        return slice(0, 0), slice(0, 0)
+    nz = np.not_equal(w, 0)  # NaN counts, -0.0 does not: as ``any`` reads them
+    if nz.ndim != 2:
+        nz = nz.reshape(nz.shape[0], nz.shape[1], -1).any(axis=2)
+    x, y, bw, bh = cv2.boundingRect(nz.view(np.uint8))  # a third of the time of ``any`` along both axes
+    if bw == 0:
         return slice(0, 0), slice(0, 0)
     h, wd = w.shape[:2]
-    return (slice(max(int(rows[0]) - margin, 0), min(int(rows[-1]) + 1 + margin, h)),
-            slice(max(int(cols[0]) - margin, 0), min(int(cols[-1]) + 1 + margin, wd)))
+    return (slice(max(y - margin, 0), min(y + bh + margin, h)), slice(max(x - margin, 0), min(x + bw + margin, wd)))
 
 
 def grow_box(box: tuple[slice, slice], margin: int, shape: tuple[int, ...]) -> tuple[slice, slice]:

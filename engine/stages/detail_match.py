@@ -60,7 +60,7 @@ def grain(shape: tuple[int, int], level: np.ndarray, plate_px: float, seed: int)
         n = cv2.resize(n, (w, h), interpolation=cv2.INTER_LINEAR)
     res = n - cv2.GaussianBlur(n, (0, 0), 0.8)
     measured = 1.4826 * np.median(np.abs(res.reshape(-1, 3)), 0)  # the estimator grain_level uses
-    return (n * (level / np.maximum(measured, 1e-6))).astype(np.float32)
+    return (n * (level / np.maximum(measured, 1e-6))).astype(np.float32, copy=False)
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def texture(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scale: f
     where the face has as much), cut into patches taken at random from the plate's plainer skin (the quieter half:
     pores, not stubble, a mole or a wrongly placed wrinkle) and laid over the crop with overlapping windows. The
     patches' layout is random, so none of the target's features comes with them."""
-    w = np.clip(skin, 0.0, 1.0).astype(np.float32)
+    w = np.clip(skin, 0.0, 1.0).astype(np.float32, copy=False)
     lp, lf = _bands(log_lum(plate), plate_px), _bands(log_lum(face), plate_px)
     detail = np.zeros(plate.shape[:2] + (2,), np.float32)  # finest two bands, the coarser two
     for k, (bp, bf) in enumerate(zip(lp, lf, strict=True)):
@@ -155,7 +155,7 @@ def _lay_patches(detail: np.ndarray, ys: np.ndarray, xs: np.ndarray, win: np.nda
     out = np.bincount((at[..., None] * c + np.arange(c)).ravel(), laid.ravel(), hc * wc * c)
     out = out.reshape(hc, wc, c)[p:p + h, p:p + wd]
     norm = np.bincount(at.ravel(), np.broadcast_to(win * win, at.shape).ravel(), hc * wc).reshape(hc, wc)
-    return out.astype(np.float32), norm[p:p + h, p:p + wd].astype(np.float32)
+    return out.astype(np.float32), norm[p:p + h, p:p + wd].astype(np.float32, copy=False)
 
 
 def add_texture(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scale: float, energy: float,
@@ -191,7 +191,7 @@ def add_texture(face: np.ndarray, plate: np.ndarray, skin: np.ndarray, face_scal
     # (the target includes what the paste's resampling will take away again, and takes it from the finest bands).
     base = face * np.exp(fit(face, coarse, 1.0) * coarse)
     gain = fit(base, fine, _MAX_TEXTURE_GAIN)
-    return (base * np.exp(gain * fine)).astype(np.float32)
+    return (base * np.exp(gain * fine)).astype(np.float32, copy=False)
 
 
 def _off_the_handoff(skin: np.ndarray, face_scale: float) -> np.ndarray:
@@ -203,7 +203,10 @@ def _off_the_handoff(skin: np.ndarray, face_scale: float) -> np.ndarray:
     if reach < 1:
         return skin
     inside = (skin > 0.5).astype(np.uint8)
-    depth = cv2.distanceTransform(np.pad(inside, 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)[1:-1, 1:-1]
+    # on the skin's box: its ring of zeros holds every pixel's nearest zero (exact distances are the same)
+    box = blur.weight_box(inside, 0)
+    depth = np.zeros(skin.shape, np.float32)
+    depth[box] = cv2.distanceTransform(np.pad(inside[box], 1), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)[1:-1, 1:-1]
     core = skin * (depth > reach)
     return core if core.sum() >= _MIN_CORE_PX else skin
 
@@ -278,10 +281,10 @@ def _encode(lin: np.ndarray) -> np.ndarray:
     x = np.asarray(lin, np.float32)
     a = np.abs(x)
     enc = np.where(a <= 0.0031308, a * 12.92, 1.055 * np.power(np.maximum(a, 0.0031308), 1 / 2.4) - 0.055)
-    return (np.sign(x) * enc).astype(np.float32)
+    return (np.sign(x) * enc).astype(np.float32, copy=False)
 
 
 def _decode(enc: np.ndarray) -> np.ndarray:
     a = np.abs(enc)
     lin = np.where(a <= 0.04045, a / 12.92, np.power((np.maximum(a, 0.04045) + 0.055) / 1.055, 2.4))
-    return (np.sign(enc) * lin).astype(np.float32)
+    return (np.sign(enc) * lin).astype(np.float32, copy=False)

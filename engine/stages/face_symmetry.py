@@ -44,4 +44,4 @@ def eye_openings(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
     hue: Rudd's eyes onto Whigham came out amber, whites and irises alike."""
     lm = np.asarray(lm68, np.float64)
     mask = geometry68.feature_mask(lm, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE], 0.0)
-    return np.clip(blur.on_support(mask, max(0.01 * face_scale, 0.7)), 0.0, 1.0).astype(np.float32)
+    return np.clip(blur.on_support(mask, max(0.01 * face_scale, 0.7)), 0.0, 1.0).astype(np.float32, copy=False)

@@ -95,7 +95,7 @@ def _base(x: np.ndarray, skin: np.ndarray, face_scale: float, scale: float, robu
     """``base_layer`` on the face's working grid. ``x``: the crop clipped at 0 (float32); ``log_luma``: its
     ``_log_luma`` when the caller has it (every base of one image shares it)."""
     sigma = max(scale * float(face_scale), 1.0)
-    w = np.clip(skin, 0.0, 1.0).astype(np.float32)
+    w = np.clip(skin, 0.0, 1.0).astype(np.float32, copy=False)
     first = smooth_field.fill(x, w, sigma)
     first = first.like(np.maximum(first.grid, 1e-6))
     if not robust:
@@ -136,8 +136,8 @@ class _Pair:
     @staticmethod
     def of(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, face_scale: float,
            skin_swapped: np.ndarray | None, tone: SkinTone | None) -> _Pair:
-        x = np.maximum(swapped, 0.0).astype(np.float32)
-        t = np.maximum(target, 0.0).astype(np.float32)
+        x = np.maximum(np.asarray(swapped, np.float32), 0.0)
+        t = np.maximum(np.asarray(target, np.float32), 0.0)
         measurable = float(skin_target.sum()) >= MIN_SKIN_PX
         here = skin_tone(target, skin_target) if tone is not None and measurable else None
         ratio = None if here is None else (tone.mean / here.mean).astype(np.float32)
@@ -252,7 +252,7 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
         # Inside the zone: the swap's luminance detail over its shape-scale base, at the level of the plate's
         # shape-scale base; the plate's colour at the small scale either way.
         gain_l, base_l, wide_t = _gain_and_base(pair, shape_scale)
-        w = np.clip(zone, 0.0, 1.0).astype(np.float32)
+        w = np.clip(zone, 0.0, 1.0).astype(np.float32, copy=False)
         # shade = the plate's mid band (its shape-scale base over its base: minus its mid-frequency shading) plus
         # the swap's (its shape-scale base under its base: its own mid-frequency shading) in place of the plate's.
         # Both are smooth, but the mirror below is not (identity outside the face's mesh): from here per pixel.
@@ -309,7 +309,7 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
     if strength < 1.0:  # interpolate in log space: half strength is half the exposure change
         total = np.clip(out / np.maximum(x, 1e-6), 1.0 / _GAIN_LIMIT**2, _GAIN_LIMIT**2)
         out = x * total**strength
-    return out.astype(np.float32)
+    return out.astype(np.float32, copy=False)
 
 
 def shape_zone(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
@@ -362,7 +362,7 @@ def _highlight(d: np.ndarray, knee: float = HIGHLIGHT_KNEE, limit: float = HIGHL
     # Far beyond a photo's sheen (log 1.0-1.4, 2.7-4x the base) is scene light a swap kept on purpose (an HDR
     # plate's glint, a float swapper's): faded back to untouched, so highlights above 1.0 survive.
     hdr = np.clip((d - 1.0) / 0.4, 0.0, 1.0)
-    return np.exp((1.0 - hdr) * (compressed - d)).astype(np.float32)
+    return np.exp((1.0 - hdr) * (compressed - d)).astype(np.float32, copy=False)
 
 
 def channel_mean(a: np.ndarray) -> np.ndarray:

@@ -75,10 +75,12 @@ class SkinGaussian:
         lo, mid, hi = self.l_range
         # Highlights desaturate skin towards white: above the median L*, the chroma may shrink along the line to
         # neutral (down to 35 % of the mean) at no cost. Darker pixels get no such allowance (brown hair is dark).
-        t = np.einsum("...i,ij,j->...", c, inv, mean) / float(mean @ inv @ mean + 1e-9)
+        # The quadratic forms written out: einsum over a crop's pixels took ten times as long.
+        v = inv @ mean
+        t = (c[..., 0] * v[0] + c[..., 1] * v[1]) / float(mean @ inv @ mean + 1e-9)
         t = np.clip(t, np.where(lab[..., 0] > mid, 0.35, 1.0), 1.0)
-        d = c - t[..., None] * mean
-        chroma = np.sqrt(np.einsum("...i,ij,...j->...", d, inv, d)) / 3.0
+        d0, d1 = c[..., 0] - t * mean[0], c[..., 1] - t * mean[1]
+        chroma = np.sqrt(d0 * d0 * inv[0, 0] + d0 * d1 * (inv[0, 1] + inv[1, 0]) + d1 * d1 * inv[1, 1]) / 3.0
         # Shadows on skin are darker than the lit cheeks, highlights brighter: L* gets a looser range than chroma.
         below = np.maximum(lo - 0.75 * l_margin - lab[..., 0], 0.0) / l_margin
         above = np.maximum(lab[..., 0] - hi - 2.0 * l_margin, 0.0) / l_margin

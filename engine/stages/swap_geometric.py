@@ -19,7 +19,7 @@ import numpy as np
 
 from engine.stages import blur, geometry68, mesh_warp
 from engine.stages import mesh_regions as mr
-from engine.stages.align import FFHQ_TEMPLATE, held_cubic, similarity, transform_points
+from engine.stages.align import FFHQ_TEMPLATE, held_cubic, neighbour_range, similarity, transform_points
 from engine.stages.contracts import SourceIdentity, SwapInput, SwapOutput
 from engine.stages.mesh_warp import eye_with_opening
 from engine.stages.source_region import source_region_mask
@@ -73,6 +73,7 @@ class GeometricSwapper:
         self._mesh_tris: dict[int, np.ndarray] = {}
         self.last_path = ""  # "mesh" or "68": which warp the last face took (tests, reports)
         self._region: dict[int, np.ndarray] = {}  # per source crop (by id): where it shows its own face
+        self._ranges: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per source crop: its held_cubic range
 
     def swap(self, batch: SwapInput, source: SourceIdentity) -> SwapOutput:
         out = np.empty_like(batch.crops)
@@ -144,8 +145,11 @@ class GeometricSwapper:
         box = blur.weight_box(inside, 0)
         box_x, box_y, box_in = map_x[box], map_y[box], inside[box]
         # bicubic: the source's own detail is what the face keeps (a bilinear remap blurs it at every sub-pixel)
+        ranges = self._ranges.get(id(src_img))
+        if ranges is None:
+            ranges = self._ranges[id(src_img)] = neighbour_range(src_img)
         warped = held_cubic(src_img, lambda x, interpolation: cv2.remap(x, box_x, box_y, interpolation,
-                                                                        borderMode=cv2.BORDER_REPLICATE))
+                                                                        borderMode=cv2.BORDER_REPLICATE), ranges)
         result = target.astype(np.float32)  # a copy
         result[box] = np.where(box_in[..., None], warped, result[box])
         # The source photo's own face (not its fringe, backdrop or glasses), warped with the same maps.
@@ -206,11 +210,14 @@ def piecewise_affine_maps(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, si
     map_x = np.tile(np.arange(size, dtype=np.float32), (size, 1))
     map_y = np.ascontiguousarray(map_x.T)
     rows, cols = blur.weight_box(inside, 0)
-    ys, xs = np.mgrid[rows, cols].astype(np.float64)
-    m = mats[np.maximum(index[rows, cols], 0)]
+    ys = np.arange(rows.start, rows.stop, dtype=np.float64)[:, None]
+    xs = np.arange(cols.start, cols.stop, dtype=np.float64)[None, :]
+    tri = np.maximum(index[rows, cols], 0)
+    # each coefficient gathered on its own: a (H, W, 2, 3) gather of the matrices was most of this step's time
+    a, b, c, d, e, f = (np.ascontiguousarray(mats[:, i, j])[tri] for i in range(2) for j in range(3))
     here = inside[rows, cols]
-    map_x[rows, cols] = np.where(here, m[..., 0, 0] * xs + m[..., 0, 1] * ys + m[..., 0, 2], xs)
-    map_y[rows, cols] = np.where(here, m[..., 1, 0] * xs + m[..., 1, 1] * ys + m[..., 1, 2], ys)
+    map_x[rows, cols] = np.where(here, a * xs + b * ys + c, xs)
+    map_y[rows, cols] = np.where(here, d * xs + e * ys + f, ys)
     return map_x, map_y, inside
 
 
