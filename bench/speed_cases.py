@@ -7,6 +7,8 @@ Cases (walkers from the shared data, a close-up made from t1.jpg like ``throughp
   on the same frames as a reference row;
 - ``closeup``: the 1080p close-up, analysis cached: CPU-seconds a frame to render (the 12-frame run's CPU less
   the 1-frame run's, over 11: start-up and model loading apart);
+- ``closeup_48``: the same on a 48-frame plate (the 48-frame run less the 1-frame run, over 47): the steady
+  state, once the heap has grown to its working size and the crop's sizes have settled;
 - ``closeup_2160``: the same shot at 2160p, and peak RSS of a 12- and a 96-frame plate (12 frames rendered each).
 
 Runs alternate the checkouts (A B A B ...), medians of ``--runs``; CPU from the children's rusage, peak RSS the
@@ -34,7 +36,7 @@ from engine import shots  # noqa: E402
 from engine.io.exr import write_exr  # noqa: E402
 from tests import shared_data  # noqa: E402
 
-CASES = ("clip", "clip_cached", "walkers_24", "closeup", "closeup_2160")
+CASES = ("clip", "clip_cached", "walkers_24", "closeup", "closeup_48", "closeup_2160")
 
 
 def run(cmd: list[str], cwd: str, env: dict[str, str]) -> tuple[float, float, float]:
@@ -107,19 +109,20 @@ class Bench:
         return results
 
 
-def closeup(b: Bench, scale: int, source: str) -> None:
-    """Render CPU a frame of the close-up (12-frame run less 1-frame run), and at 2160p the peak RSS of a 12- and
+def closeup(b: Bench, scale: int, source: str, n: int = 12) -> None:
+    """Render CPU a frame of the close-up (``n``-frame run less 1-frame run), and at 2160p the peak RSS of a 12- and
     a 96-frame plate."""
-    plate = closeup_plate(os.path.join(b.work, f"plate{scale}"), scale, 12)
+    plate = closeup_plate(os.path.join(b.work, f"plate{scale}_{n}"), scale, n)
     per_frame = {}
-    for frames in ("1-1", "1-12"):
+    last = f"1-{n}"
+    for frames in ("1-1", last):
         rows = b.pair(f"close-up {1080 * scale}p, frames {frames}, analysis cached",
-                      lambda k, f=frames: b.swap(k, source, plate, f, os.path.join(b.work, f"cache{scale}_{k}")),
+                      lambda k, f=frames: b.swap(k, source, plate, f, os.path.join(b.work, f"cache{scale}_{n}_{k}")),
                       warm=True)
         per_frame[frames] = {k: statistics.median(r[1] for r in v) for k, v in rows.items()}
     for k in b.checkouts:
-        print(f"| close-up {1080 * scale}p: render CPU s a frame | {k} | | "
-              f"{(per_frame['1-12'][k] - per_frame['1-1'][k]) / 11:.2f} | | |", flush=True)
+        print(f"| close-up {1080 * scale}p, {n}-frame plate: render CPU s a frame | {k} | | "
+              f"{(per_frame[last][k] - per_frame['1-1'][k]) / (n - 1):.2f} | | |", flush=True)
     if scale == 2:
         long_plate = closeup_plate(os.path.join(b.work, "plate2_96"), scale, 96)
         b.pair("2160p, 12 frames of a 96-frame plate, analysis included (peak RSS)",
@@ -160,9 +163,9 @@ def main() -> int:
                        os.path.join(work, "classic")]
             Bench(work, {"classic Poisson swap": ROOT}, args.runs).pair(
                 "walkers 40-63, classic Poisson swap (largest face)", lambda k: (classic, "off"))
-        for case, scale in (("closeup", 1), ("closeup_2160", 2)):
+        for case, scale, n in (("closeup", 1, 12), ("closeup_48", 1, 48), ("closeup_2160", 2, 12)):
             if case in cases:
-                closeup(b, scale, shots.write_photo("astronaut", work))
+                closeup(b, scale, shots.write_photo("astronaut", work), n)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"load {os.getloadavg()[0]:.1f} at the end; children CPU "
