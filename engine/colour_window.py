@@ -12,7 +12,17 @@ from engine import track_models
 from engine.face_steps import crop_geometry
 from engine.io import colour
 from engine.records import JobContext, PendingFrame, SwappedFace
-from engine.stages import blend, colour_match, detail_match, face_symmetry, geometry68, lighting, masks, resolution
+from engine.stages import (
+    blend,
+    colour_match,
+    detail_match,
+    face_symmetry,
+    geometry68,
+    lighting,
+    masks,
+    plate_texture,
+    resolution,
+)
 from engine.stages.align import transform_points, warp_crop
 from engine.stages.composite import FrameLayers, composite, empty_layers, paste_face, paste_matte
 from engine.stages.contracts import Face
@@ -117,7 +127,11 @@ class ColourWindow:
                                       tone=lighting.SkinTone.pooled(tones) if tones else None, zone=zone,
                                       mirror=fc.lm68, facing=0.0 if fc.lm68 is None else face_symmetry.facing(fc.lm68),
                                       colour_keep=None if fc.lm68 is None else face_symmetry.eye_openings(
-                                          fc.lm68, size, fc.face_scale))
+                                          fc.lm68, size, fc.face_scale),
+                                      lines=None if fc.lm68 is None or s.expression_lines == "swap" else
+                                      lighting.lines_zone(fc.lm68, size, fc.face_scale),
+                                      line_cut=plate_texture.band_sigma(fc.face_scale, track_models.plate_px(fc.m)),
+                                      plate_lines=s.expression_lines == "plate")
             if fc.shown is not None:
                 lin709 = unmix(lin709, before, fc.target709, fc.shown)
         if s.detail_match and details and fc.region is not None:

@@ -53,6 +53,9 @@ CHROMA_DETAIL = 0.3
 ZONE_LEVEL = 1.0
 ZONE_LIFT_MAX = 0.15
 ZONE_EDGE_FADE = 0.0
+# The expression lines' zone (``lines_zone``): its margin round the features and its soft edge, of the face size.
+LINES_MARGIN = 0.02
+LINES_SOFT = 0.03
 _LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
 
 
@@ -210,7 +213,8 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
             scale: float = BASE_SCALE, zone: np.ndarray | None = None,
             shape_scale: float = SHAPE_SCALE, chroma_detail: float = CHROMA_DETAIL,
             mirror: np.ndarray | None = None, facing: float = 0.0,
-            colour_keep: np.ndarray | None = None) -> np.ndarray:
+            colour_keep: np.ndarray | None = None, lines: np.ndarray | None = None,
+            line_cut: float = 1.0, plate_lines: bool = True) -> np.ndarray:
     """The swapped crop with the target's lighting and colour (strength 1) or its own (strength 0).
 
     ``zone`` (H, W) in [0, 1] (``shape_zone``): where the luminance base is taken at ``shape_scale`` instead of
@@ -219,7 +223,9 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
     crop's 68 landmarks; when given, only the symmetric part of the zone's shading is kept (mirrored across the face's
     midline, ``face_symmetry.mirror_maps``); ``facing`` (``facing()``) 0 for a turned face to 1 for a frontal one.
     ``colour_keep`` (H, W) in [0, 1] (``eye_openings``): where the swap's colour detail is kept in full whatever
-    ``chroma_detail`` says.
+    ``chroma_detail`` says. ``lines`` (H, W) in [0, 1] (``lines_zone``): where expression lines live; there the
+    swap's luminance detail coarser than ``line_cut`` crop pixels (creases, folds) is taken out and, with
+    ``plate_lines``, the plate's put in; finer (texture) stays the swap's.
 
     Bases, gains and the zone's shading are smooth: they are worked on the face's grid (``smooth_field``) and
     brought to the crop's size once; only the swap's detail is per pixel."""
@@ -236,7 +242,7 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
         return swapped.astype(np.float32)
     pair = _Pair.of(swapped, target, skin_target, face_scale, skin_swapped, tone)
     x = pair.x
-    gain, base_s, _ = _gain_and_base(pair, scale)
+    gain, base_s, measured = _gain_and_base(pair, scale)
     # In logs, per channel: detail = log(x / base_s), split into its luminance (the mean of the channels) and
     # colour (the rest). Both are unchanged by a per-channel gain on the swap (a colour match before this step).
     log_base_s = np.log(base_s.grid)
@@ -294,6 +300,19 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
             c_diff = log_d - channel_mean(log_d)[..., None]
             along = (c_base * c_diff).sum(-1) / np.maximum((c_diff * c_diff).sum(-1), 1e-9)
             log_base_t = log_base_t + (w * np.clip(1.0 - along, 0.0, 1.0))[..., None] * c_diff
+    if lines is not None and measured is not None and float(lines.max()) > 0.0:
+        # Expression lines are the plate's: the source's smile folds and crow's feet printed onto a face that does
+        # not make them, and the plate's own were lost under the swap's detail (values: bench/QUALITY.md, issue 33).
+        box = blur.weight_box(lines, blur.kernel_reach(line_cut))
+        # the plate's detail as the swap's is measured: the mean of the channels' logs over the base's
+        d_t = (channel_mean(np.log(np.maximum(pair.t[box], 1e-6)))
+               - measured.like(channel_mean(np.log(measured.grid))).full1()[box])
+        d_s = detail_lum[box]
+        exchange = -blur.gaussian(d_s, line_cut)
+        if plate_lines:
+            exchange += blur.gaussian(d_t, line_cut)
+        lum = lum.copy() if lum is detail_lum else lum
+        lum[box] += np.clip(lines[box], 0.0, 1.0) * np.clip(exchange, -np.log(_GAIN_LIMIT), np.log(_GAIN_LIMIT))
     # Colour detail is damped on skin (stubble, lids, creases, a photo's sheen); far beyond a sheen (log 1.0-1.4
     # over the base, as in highlight_factor) is scene light a swap kept on purpose, and it keeps its colour. A
     # photo's nose sheen kept its colour over a red-nosed plate as a purple spot (paul_rudd onto shea_whigham).
@@ -334,6 +353,30 @@ def shape_zone(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
         t = np.clip(depth / max(ZONE_EDGE_FADE * face_scale, 1.0), 0.0, 1.0)
         zone = zone * t * t * (3.0 - 2.0 * t)
     return zone.astype(np.float32)
+
+
+def lines_zone(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
+    """(size, size) in [0, 1]: where a face's expression lines live (``relight``'s ``lines``): each cheek from the
+    nose wing and the mouth's corner out to the jaw (the smile fold), each temple beyond the eye's outer corner
+    (crow's feet) and the forehead above the brows, less the eyes and brows grown by LINES_MARGIN + LINES_SOFT and
+    the nose and lips by LINES_MARGIN of the face size, softened by LINES_SOFT."""
+    lm = np.asarray(lm68, np.float64)
+    if lm.shape != (68, 2):
+        raise ValueError(f"landmarks have shape {lm.shape}; pass the crop's (68, 2) iBUG points")
+    pts = geometry68.with_forehead(lm)
+    zone = np.zeros((size, size), np.uint8)
+    for poly in ([31, 48, 5, 4, 3, 2], [35, 54, 11, 12, 13, 14], [36, 17, 0, 1], [45, 26, 16, 15]):
+        cv2.fillConvexPoly(zone, cv2.convexHull(np.round(pts[poly]).astype(np.int32)), 1)
+    cv2.fillPoly(zone, [np.round(pts[list(range(17, 27)) + list(range(77, 67, -1))]).astype(np.int32)], 1)
+    # The eyes and brows (identity) are left out by the soft edge's width more: the softened zone is near 0 on them.
+    # Of the nose and mouth only their own margin: the smile fold starts at the nose wing and the mouth's corner.
+    eyes_brows = geometry68.feature_mask(pts, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE, geometry68.BROWS[:5],
+                                                     geometry68.BROWS[5:]], (LINES_MARGIN + LINES_SOFT) * face_scale)
+    nose_mouth = geometry68.feature_mask(pts, size, [geometry68.NOSE[3:], geometry68.OUTER_MOUTH],
+                                         LINES_MARGIN * face_scale)
+    zone = zone.astype(np.float32) * (1.0 - np.maximum(eyes_brows, nose_mouth))
+    zone *= geometry68.hull_mask(pts, size) > 0.5
+    return np.clip(blur.on_support(zone, max(LINES_SOFT * face_scale, 0.7)), 0.0, 1.0).astype(np.float32)
 
 
 def _zone_level(shade: np.ndarray, zone: np.ndarray, skin: np.ndarray) -> float:
