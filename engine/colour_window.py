@@ -16,6 +16,7 @@ from engine.stages import (
     blend,
     colour_match,
     detail_match,
+    expression_lines,
     face_symmetry,
     geometry68,
     lighting,
@@ -129,7 +130,7 @@ class ColourWindow:
                                       colour_keep=None if fc.lm68 is None else face_symmetry.eye_openings(
                                           fc.lm68, size, fc.face_scale),
                                       lines=None if fc.lm68 is None or s.expression_lines == "swap" else
-                                      lighting.lines_zone(fc.lm68, size, fc.face_scale),
+                                      expression_lines.lines_zone(fc.lm68, size, fc.face_scale),
                                       line_cut=plate_texture.band_sigma(fc.face_scale, track_models.plate_px(fc.m)),
                                       plate_lines=s.expression_lines == "plate")
             if fc.shown is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.stages import lighting, plate_texture
+from engine.stages import expression_lines, lighting, plate_texture
 from tests.test_lighting import _LUMA, face_crop, landmarks, load, swap
 
 
@@ -44,7 +44,7 @@ def faces():
 def test_the_lines_zone_holds_the_cheeks_temples_and_forehead_and_leaves_the_features(faces):
     _, c, folds = faces
     lm, size, scale = c["lm"], c["size"], c["scale"]
-    zone = lighting.lines_zone(lm, size, scale)
+    zone = expression_lines.lines_zone(lm, size, scale)
     assert zone.shape == (size, size) and zone.dtype == np.float32
     assert 0.0 <= zone.min() and zone.max() <= 1.0
 
@@ -60,7 +60,7 @@ def test_the_lines_zone_holds_the_cheeks_temples_and_forehead_and_leaves_the_fea
     for feature in (lm[36:42].mean(0), lm[42:48].mean(0), lm[30], lm[62], lm[19], lm[24]):
         assert at(feature) < 0.08  # eyes, nose tip, mouth, brows: the swap's (the soft edge's tail at most)
     with pytest.raises(ValueError, match="68, 2"):
-        lighting.lines_zone(lm[:60], size, scale)
+        expression_lines.lines_zone(lm[:60], size, scale)
 
 
 def test_the_plates_folds_show_and_the_sources_do_not(faces):
@@ -68,7 +68,7 @@ def test_the_plates_folds_show_and_the_sources_do_not(faces):
     (la, lb), (ra, rb) = folds
     plate = c["lin"] * _crease(c, la, lb)[..., None]  # the plate smiles on its left cheek only
     source = swapped * _crease(c, ra, rb)[..., None]  # the source photo's fold on the other cheek
-    zone = lighting.lines_zone(c["lm"], c["size"], c["scale"])
+    zone = expression_lines.lines_zone(c["lm"], c["size"], c["scale"])
     cut = plate_texture.band_sigma(c["scale"], c["plate_px"])
     plain = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], lines=zone, line_cut=cut)
     out = lighting.relight(source, plate, c["skin"], c["scale"], lines=zone, line_cut=cut)
@@ -86,7 +86,7 @@ def test_the_plates_folds_show_and_the_sources_do_not(faces):
 
 def test_outside_the_zone_the_lines_change_nothing(faces):
     swapped, c, _ = faces
-    zone = lighting.lines_zone(c["lm"], c["size"], c["scale"])
+    zone = expression_lines.lines_zone(c["lm"], c["size"], c["scale"])
     cut = plate_texture.band_sigma(c["scale"], c["plate_px"])
     with_lines = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], lines=zone, line_cut=cut)
     without = lighting.relight(swapped, c["lin"], c["skin"], c["scale"])
@@ -99,7 +99,7 @@ def test_without_the_plates_lines_the_sources_are_taken_out_and_none_put_in(face
     (la, lb), (ra, rb) = folds
     plate = c["lin"] * _crease(c, la, lb)[..., None]
     source = swapped * _crease(c, ra, rb)[..., None]
-    zone = lighting.lines_zone(c["lm"], c["size"], c["scale"])
+    zone = expression_lines.lines_zone(c["lm"], c["size"], c["scale"])
     cut = plate_texture.band_sigma(c["scale"], c["plate_px"])
     plain = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], lines=zone, line_cut=cut, plate_lines=False)
     out = lighting.relight(source, plate, c["skin"], c["scale"], lines=zone, line_cut=cut, plate_lines=False)

@@ -1,0 +1,37 @@
+"""Where a face's expression lines live: the zone ``engine.stages.lighting.relight`` takes them from the plate in
+(its ``lines``), crop space."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from engine.stages import blur, geometry68
+
+# The zone's margin round the features and its soft edge, of the face size.
+LINES_MARGIN = 0.02
+LINES_SOFT = 0.03
+
+
+def lines_zone(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
+    """(size, size) in [0, 1]: where a face's expression lines live (``relight``'s ``lines``): each cheek from the
+    nose wing and the mouth's corner out to the jaw (the smile fold), each temple beyond the eye's outer corner
+    (crow's feet) and the forehead above the brows, less the eyes and brows grown by LINES_MARGIN + LINES_SOFT and
+    the nose and lips by LINES_MARGIN of the face size, softened by LINES_SOFT."""
+    lm = np.asarray(lm68, np.float64)
+    if lm.shape != (68, 2):
+        raise ValueError(f"landmarks have shape {lm.shape}; pass the crop's (68, 2) iBUG points")
+    pts = geometry68.with_forehead(lm)
+    zone = np.zeros((size, size), np.uint8)
+    for poly in ([31, 48, 5, 4, 3, 2], [35, 54, 11, 12, 13, 14], [36, 17, 0, 1], [45, 26, 16, 15]):
+        cv2.fillConvexPoly(zone, cv2.convexHull(np.round(pts[poly]).astype(np.int32)), 1)
+    cv2.fillPoly(zone, [np.round(pts[list(range(17, 27)) + list(range(77, 67, -1))]).astype(np.int32)], 1)
+    # The eyes and brows (identity) are left out by the soft edge's width more: the softened zone is near 0 on them.
+    # Of the nose and mouth only their own margin: the smile fold starts at the nose wing and the mouth's corner.
+    eyes_brows = geometry68.feature_mask(pts, size, [geometry68.LEFT_EYE, geometry68.RIGHT_EYE, geometry68.BROWS[:5],
+                                                     geometry68.BROWS[5:]], (LINES_MARGIN + LINES_SOFT) * face_scale)
+    nose_mouth = geometry68.feature_mask(pts, size, [geometry68.NOSE[3:], geometry68.OUTER_MOUTH],
+                                         LINES_MARGIN * face_scale)
+    zone = zone.astype(np.float32) * (1.0 - np.maximum(eyes_brows, nose_mouth))
+    zone *= geometry68.hull_mask(pts, size) > 0.5
+    return np.clip(blur.on_support(zone, max(LINES_SOFT * face_scale, 0.7)), 0.0, 1.0).astype(np.float32)
