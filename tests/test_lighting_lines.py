@@ -115,3 +115,27 @@ def test_the_setting_defaults_to_the_sources_lines_and_says_what_it_takes():
     assert settings.validate({"expression_lines": "plate"}).expression_lines == "plate"
     with pytest.raises(settings.SettingsError, match="swap, plate, none"):
         settings.validate({"expression_lines": "both"})
+
+
+def test_the_setting_reaches_the_render(photos):
+    """Through the engine's own preview: 'plate' changes the face inside the matte, nothing outside it."""
+    import cv2
+
+    from engine import shots
+    from engine.job import ImageInput, SwapJob
+    from engine.pipeline import Engine
+
+    photo = shots.load_photo_linear("t1")[230:480, 380:630]
+    plate = np.ones((400, 400, 4), np.float32)
+    plate[..., :3] = cv2.resize(photo, (400, 400), interpolation=cv2.INTER_CUBIC)
+    engine = Engine()
+    out = {}
+    for mode in ("swap", "plate"):
+        job = SwapJob(sources=[ImageInput(path=photos["astronaut"])], plate=ImageInput(pixels=plate), output_dir=None,
+                      settings={"output_mode": "composite", "expression_lines": mode, "watermark": False})
+        out[mode] = engine.preview(job, 1)
+    matte = out["swap"].mattes["FaceMatte"]
+    np.testing.assert_array_equal(matte, out["plate"].mattes["FaceMatte"])
+    a, b = out["swap"].rgba[..., :3], out["plate"].rgba[..., :3]
+    assert np.abs(a - b)[matte > 0.5].max() > 1e-3
+    np.testing.assert_array_equal(a[matte == 0], b[matte == 0])
