@@ -123,6 +123,7 @@ class ColourWindow:
             size = lin709.shape[0]
             zone = None if fc.lm68 is None else lighting.shape_zone(fc.lm68, size, fc.face_scale)
             before = lin709
+            cut = plate_texture.band_sigma(fc.face_scale, track_models.plate_px(fc.m))
             lin709 = lighting.relight(lin709, fc.target709, skin_t, fc.face_scale, skin_swapped=skin_s,
                                       strength=s.lighting_strength, scale=s.lighting_scale,
                                       tone=lighting.SkinTone.pooled(tones) if tones else None, zone=zone,
@@ -131,8 +132,9 @@ class ColourWindow:
                                           fc.lm68, size, fc.face_scale),
                                       lines=None if fc.lm68 is None or s.expression_lines == "swap" else
                                       expression_lines.lines_zone(fc.lm68, size, fc.face_scale),
-                                      line_cut=plate_texture.band_sigma(fc.face_scale, track_models.plate_px(fc.m)),
-                                      plate_lines=s.expression_lines == "plate")
+                                      line_cut=cut, plate_lines=s.expression_lines != "none",
+                                      line_reach=expression_lines.crease_reach(fc.face_scale, cut)
+                                      if s.expression_lines == "creases" else None)
             if fc.shown is not None:
                 lin709 = unmix(lin709, before, fc.target709, fc.shown)
         if s.detail_match and details and fc.region is not None:

@@ -204,13 +204,14 @@ SCHEMA: tuple[Setting, ...] = (
     Setting("plate_texture", "bool", True, "Plate Skin Texture",
             "Give the skin the plate face's own fine texture and grain where the face is pasted (the source "
             "photo's pores and grain left out); eyes, brows, lips and nostrils keep the swap's", "colour"),
-    Setting("expression_lines", "enum", "swap", "Expression Lines",
-            "Whose smile folds, crow's feet and forehead lines the face shows. 'swap': the source photo's (the "
-            "identity figures' best); 'plate': the plate's own, the source's taken out (skin colour and expression "
-            "follow the plate; the face reads less like the source on bearded or smiling source photos); 'none': "
-            "the source's taken out, the plate's not put in", "colour",
-            choices=(("swap", "The source photo's lines"), ("plate", "The plate's own lines"),
-                     ("none", "No lines of either"))),
+    Setting("expression_lines", "enum", "creases", "Expression Lines",
+            "Whose smile folds, crow's feet and forehead lines the face shows. 'creases': the plate's creases, the "
+            "source's taken out, the source's broader cheek and brow modelling kept; 'swap': the source photo's "
+            "lines as they are; 'plate': all the plate's detail coarser than the skin texture there (skin colour "
+            "and expression follow the plate; the face reads less like the source on bearded or smiling source "
+            "photos); 'none': the source's taken out, the plate's not put in", "colour",
+            choices=(("creases", "The plate's creases, the source's modelling"), ("swap", "The source photo's lines"),
+                     ("plate", "The plate's own lines and modelling"), ("none", "No lines of either"))),
     Setting("super_resolution", "bool", True, "Super-Resolution",
             "Upscale the source face (waifu2x) when the plate's face is larger than the source's detail",
             "enhance"),

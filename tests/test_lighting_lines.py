@@ -108,17 +108,71 @@ def test_without_the_plates_lines_the_sources_are_taken_out_and_none_put_in(face
     assert _line_depth(out, plain, la, lb) > 0.9
 
 
-def test_the_setting_defaults_to_the_sources_lines_and_says_what_it_takes():
+def test_line_detail_keeps_only_the_dark_creases_between_the_cut_and_the_reach():
+    """A log-luminance map of a narrow dark crease, a narrow bright ridge and a broad dark shading (the cheek's
+    modelling): the creases band holds the crease at most of its depth and neither of the others."""
+    n, cut, reach = 200, 1.5, 6.0
+    x = np.arange(n, dtype=np.float64)[None, :].repeat(40, 0)
+
+    def bump(at: float, sigma: float, depth: float) -> np.ndarray:
+        return (depth * np.exp(-((x - at) ** 2) / (2 * sigma * sigma))).astype(np.float32)
+
+    crease, ridge, shading = bump(40, 2.0, -0.4), bump(100, 2.0, 0.4), bump(160, 25.0, -0.4)
+    d = crease + ridge + shading
+    band = expression_lines.line_detail(d, cut, reach)
+    assert band.shape == d.shape and band.max() <= 0.0  # darkening only: a ridge or a sheen is not a crease
+    # a Gaussian crease of sigma s keeps s / sqrt(s^2 + cut^2) - s / sqrt(s^2 + reach^2) of its depth at its centre
+    want = -0.4 * (2.0 / np.hypot(2.0, cut) - 2.0 / np.hypot(2.0, reach))
+    assert band[20, 40] == pytest.approx(want, abs=0.02)
+    # the ridge: not itself, only the dip of its skirts beside it (a band-pass's side lobes, 0.15 of its height)
+    assert band[20, 100] > -0.01 and np.abs(band[20, 85:115]).max() < 0.2 * 0.4
+    assert np.abs(band[20, 140:181]).max() < 0.03 * 0.4  # the broad shading stays the swap's
+    np.testing.assert_allclose(expression_lines.line_detail(d, cut), lighting.blur.gaussian(d, cut))
+    assert expression_lines.crease_reach(300.0, 1.0) == pytest.approx(6.0)
+    assert expression_lines.crease_reach(30.0, 1.0) == pytest.approx(2.0)  # never under twice the cut
+
+
+def test_creases_move_the_folds_and_keep_the_sources_modelling(faces):
+    swapped, c, folds = faces
+    (la, lb), (ra, rb) = folds
+    zone = expression_lines.lines_zone(c["lm"], c["size"], c["scale"])
+    cut = plate_texture.band_sigma(c["scale"], c["plate_px"])
+    reach = expression_lines.crease_reach(c["scale"], cut)
+
+    def depths(source: np.ndarray, plate: np.ndarray, **kw) -> tuple[float, float]:
+        plain = lighting.relight(swapped, c["lin"], c["skin"], c["scale"], **kw)
+        out = lighting.relight(source, plate, c["skin"], c["scale"], **kw)
+        return _line_depth(out, plain, la, lb), _line_depth(out, plain, ra, rb)
+
+    plate = c["lin"] * _crease(c, la, lb)[..., None]
+    source = swapped * _crease(c, ra, rb)[..., None]
+    plate_fold, source_fold = depths(source, plate, lines=zone, line_cut=cut, line_reach=reach)
+    _, kept_fold = depths(source, plate)  # no lines step: the source's fold as the swap has it
+    assert plate_fold < 0.85  # the plate's fold shows (0.65 at its centre; the band holds the most of it)
+    # the source's loses about half its depth (a fold 0.012 of the face across is 0.6 of the crease reach; the
+    # narrower the fold, the more goes)
+    assert (1.0 - source_fold) < 0.6 * (1.0 - kept_fold)
+    # a broad shading on the source's cheek (0.06 of the face across): the source's modelling, kept by the creases
+    # step as the swap has it, taken out by 'plate'
+    shaded = swapped * _crease(c, ra, rb, depth=0.3, width=0.06)[..., None]
+    _, as_swap = depths(shaded, c["lin"])
+    _, creases = depths(shaded, c["lin"], lines=zone, line_cut=cut, line_reach=reach)
+    _, plate_all = depths(shaded, c["lin"], lines=zone, line_cut=cut)
+    assert as_swap < 0.97 and abs(creases - as_swap) < 0.02 and plate_all > 0.99
+
+
+def test_the_setting_defaults_to_the_plates_creases_and_says_what_it_takes():
     from engine import settings
 
-    assert settings.defaults()["expression_lines"] == "swap"
+    assert settings.defaults()["expression_lines"] == "creases"
     assert settings.validate({"expression_lines": "plate"}).expression_lines == "plate"
-    with pytest.raises(settings.SettingsError, match="swap, plate, none"):
+    with pytest.raises(settings.SettingsError, match="creases, swap, plate, none"):
         settings.validate({"expression_lines": "both"})
 
 
 def test_the_setting_reaches_the_render(photos):
-    """Through the engine's own preview: 'plate' changes the face inside the matte, nothing outside it."""
+    """Through the engine's own preview: 'creases' and 'plate' change the face inside the matte against 'swap',
+    nothing outside it."""
     import cv2
 
     from engine import shots
@@ -130,12 +184,14 @@ def test_the_setting_reaches_the_render(photos):
     plate[..., :3] = cv2.resize(photo, (400, 400), interpolation=cv2.INTER_CUBIC)
     engine = Engine()
     out = {}
-    for mode in ("swap", "plate"):
+    for mode in ("swap", "creases", "plate"):
         job = SwapJob(sources=[ImageInput(path=photos["astronaut"])], plate=ImageInput(pixels=plate), output_dir=None,
                       settings={"output_mode": "composite", "expression_lines": mode, "watermark": False})
         out[mode] = engine.preview(job, 1)
     matte = out["swap"].mattes["FaceMatte"]
-    np.testing.assert_array_equal(matte, out["plate"].mattes["FaceMatte"])
-    a, b = out["swap"].rgba[..., :3], out["plate"].rgba[..., :3]
-    assert np.abs(a - b)[matte > 0.5].max() > 1e-3
-    np.testing.assert_array_equal(a[matte == 0], b[matte == 0])
+    a = out["swap"].rgba[..., :3]
+    for mode in ("creases", "plate"):
+        np.testing.assert_array_equal(matte, out[mode].mattes["FaceMatte"])
+        b = out[mode].rgba[..., :3]
+        assert np.abs(a - b)[matte > 0.5].max() > 1e-3
+        np.testing.assert_array_equal(a[matte == 0], b[matte == 0])

@@ -11,6 +11,24 @@ from engine.stages import blur, geometry68
 # The zone's margin round the features and its soft edge, of the face size.
 LINES_MARGIN = 0.02
 LINES_SOFT = 0.03
+# The creases' reach (``line_detail``), of the face size: a fold's width and its shadow, not the cheek's shading.
+CREASE_REACH = 0.02
+
+
+def crease_reach(face_scale: float, line_cut: float) -> float:
+    """The Gaussian sigma (crop px) beyond which detail is shading, not a crease: CREASE_REACH of the face, at least
+    twice the texture cut so the band is never empty."""
+    return max(CREASE_REACH * face_scale, 2.0 * line_cut)
+
+
+def line_detail(detail: np.ndarray, cut: float, reach: float | None = None) -> np.ndarray:
+    """The part of a log-luminance detail map that ``relight``'s lines step exchanges: all of it coarser than ``cut``
+    (``reach`` None), or only its creases: the dark part of the band between ``cut`` and ``reach``. Creases alone
+    leave the source's broad cheek and forehead modelling (identity) in place and move only the folds."""
+    coarse = blur.gaussian(detail, cut)
+    if reach is None:
+        return coarse
+    return np.minimum(coarse - blur.gaussian(detail, reach), 0.0)
 
 
 def lines_zone(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from engine.stages import blur, face_symmetry, geometry68, smooth_field
+from engine.stages import blur, expression_lines, face_symmetry, geometry68, smooth_field
 from engine.stages.smooth_field import Smooth
 
 # Gaussian sigma of the base, as a fraction of the face size (sqrt of the outline's area): the plate's shading
@@ -211,7 +211,7 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
             shape_scale: float = SHAPE_SCALE, chroma_detail: float = CHROMA_DETAIL,
             mirror: np.ndarray | None = None, facing: float = 0.0,
             colour_keep: np.ndarray | None = None, lines: np.ndarray | None = None,
-            line_cut: float = 1.0, plate_lines: bool = True) -> np.ndarray:
+            line_cut: float = 1.0, plate_lines: bool = True, line_reach: float | None = None) -> np.ndarray:
     """The swapped crop with the target's lighting and colour (strength 1) or its own (strength 0).
 
     ``zone`` (H, W) in [0, 1] (``shape_zone``): where the luminance base is taken at ``shape_scale`` instead of
@@ -222,7 +222,8 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
     ``colour_keep`` (H, W) in [0, 1] (``eye_openings``): where the swap's colour detail is kept in full whatever
     ``chroma_detail`` says. ``lines`` (H, W) in [0, 1] (``expression_lines.lines_zone``): where expression lines
     live; there the swap's luminance detail coarser than ``line_cut`` crop pixels (creases, folds) is taken out
-    and, with ``plate_lines``, the plate's put in; finer (texture) stays the swap's.
+    and, with ``plate_lines``, the plate's put in; finer (texture) stays the swap's. With ``line_reach`` only the
+    creases between the two scales move (``expression_lines.line_detail``).
 
     Bases, gains and the zone's shading are smooth: they are worked on the face's grid (``smooth_field``) and
     brought to the crop's size once; only the swap's detail is per pixel."""
@@ -300,14 +301,14 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
     if lines is not None and measured is not None and float(lines.max()) > 0.0:
         # Expression lines are the plate's: the source's smile folds and crow's feet printed onto a face that does
         # not make them, and the plate's own were lost under the swap's detail (values: bench/QUALITY.md, issue 33).
-        box = blur.weight_box(lines, blur.kernel_reach(line_cut))
+        box = blur.weight_box(lines, blur.kernel_reach(max(line_cut, line_reach or 0.0)))
         # the plate's detail as the swap's is measured: the mean of the channels' logs over the base's
         d_t = (channel_mean(np.log(np.maximum(pair.t[box], 1e-6)))
                - measured.like(channel_mean(np.log(measured.grid))).full1()[box])
         d_s = detail_lum[box]
-        exchange = -blur.gaussian(d_s, line_cut)
+        exchange = -expression_lines.line_detail(d_s, line_cut, line_reach)
         if plate_lines:
-            exchange += blur.gaussian(d_t, line_cut)
+            exchange += expression_lines.line_detail(d_t, line_cut, line_reach)
         lum = lum.copy() if lum is detail_lum else lum
         lum[box] += np.clip(lines[box], 0.0, 1.0) * np.clip(exchange, -np.log(_GAIN_LIMIT), np.log(_GAIN_LIMIT))
     # Colour detail is damped on skin (stubble, lids, creases, a photo's sheen); far beyond a sheen (log 1.0-1.4
