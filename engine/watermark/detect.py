@@ -126,7 +126,7 @@ def pool_movie(path: str, frames: list[list[list[FaceEvidence]]]) -> Finding:
     faces = [tries for frame in frames for tries in frame]
     if not faces:
         return Finding(path, 0, None)
-    alone = [e for tries in faces for e in (t.still() for t in tries) if e.payload() is not None]
+    alone = [e for tries in faces for t in tries for e in t.stills() if e.payload() is not None]
     if alone:
         return Finding(path, len(faces), max(alone, key=lambda e: e.z))
     pooled = [sum((tries[i].movie() for tries in faces[1:]), faces[0][i].movie()) for i in range(len(faces[0]))]

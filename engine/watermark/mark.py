@@ -11,7 +11,8 @@ Two layouts (bench/RESULTS.md):
 - "mixed", for faces about 88 px and wider: 8x8 blocks in a checkerboard; the even ones are one unit (an 8x8 mean
   is an H.264 8x8 transform's and JPEG's DC: per-cell evidence at CRF 23 0.5 in P, 0.2-0.3 in B frames), the odd
   ones four 4x4 cells, so a still still has enough units per bit. Pooled over 24 frames of a movie the blocks
-  carry the mark where 4x4 cells alone do not.
+  carry the mark where 4x4 cells alone do not. From BLOCKS_ONLY_FROM wide the odd blocks stay unlifted: the
+  reader's mixed layout reads the blocks alone.
 The small cells use the fine layout's bit positions, so reading a face with the other layout only dilutes it.
 """
 
@@ -27,6 +28,10 @@ TILE_W, TILE_H = 5, 8  # units: one of each coded bit per tile
 DELTA = 4.6  # lattice step, 8-bit levels: lift error Delta/sqrt(12) = 1.33 levels -> 45.7 dB at worst
 OFFSETS = 16  # global level shifts the reader tries, evenly over one lattice step
 MIXED_FROM = 80  # matte width (px) from which a face gets the mixed layout (the matte is ~0.92 of the face)
+# Matte width (px) from which a face carries the mark in its whole blocks alone, its 4x4 cells unlifted: a third of
+# the mixed layout's energy in the skin's fine texture band (a random lift of 4x4 cells sits in it), and a face
+# this wide still has ~15 blocks per coded bit (bench/QUALITY.md, issue 33, the watermark's share of the texture).
+BLOCKS_ONLY_FROM = 200
 
 _rng = np.random.default_rng(0x14_14)
 BIT_OF = _rng.permutation(CODE_BITS).reshape(TILE_H, TILE_W)

@@ -87,6 +87,11 @@ class FaceEvidence:
     def still(self) -> Evidence:
         return self.blocks + self.cells
 
+    def stills(self) -> list[Evidence]:
+        """The readings of a still to try: blocks and cells, and for the mixed layout its blocks alone (a face
+        BLOCKS_ONLY_FROM wide has no lifted cells, which would only dilute its blocks)."""
+        return [self.still(), self.blocks] if self.mixed else [self.still()]
+
     def movie(self) -> Evidence:
         return self.blocks + self.cells.scaled(MOVIE_SMALL_WEIGHT) if self.mixed else self.cells
 
@@ -124,7 +129,7 @@ def face_tries(rgb_u8: np.ndarray, regions: list[np.ndarray]) -> list[list[FaceE
 
 def best_evidence(rgb_u8: np.ndarray, regions: list[np.ndarray]) -> list[Evidence]:
     """Per face region: the evidence of the scale and layout that fit best (a payload found, else the surest)."""
-    return [max((t.still() for t in tries), key=lambda e: (e.payload() is not None, e.z))
+    return [max((e for t in tries for e in t.stills()), key=lambda e: (e.payload() is not None, e.z))
             for tries in face_tries(rgb_u8, regions)]
 
 
