@@ -143,3 +143,22 @@ def test_the_frames_halo_is_kept_from_the_plate_and_ends_in_plate_pixels(plate_p
     assert at(0) == 0.0
     assert at(1) < 0.25 and at(2) < 0.6, "the frame's halo is swapped"
     assert at(3) > at(2) and at(9) == 1.0, "skin away from the frame is not the swap"
+
+
+@pytest.mark.parametrize("name", ["paul_rudd", "angelina_jolie", "shea_whigham"])
+def test_a_ring_drawn_where_no_rim_is_keeps_no_plain_skin(name: str):
+    """A decision pooled over the track may say glasses where a crop shows none of the rim (a half-rim frame's lower
+    edge, a ring guessed across the lens): the mask then holds only what is darker than its surroundings (lids,
+    lashes, brows), never the ring's own line over plain skin, which would show a streak of the plate across the
+    swapped eye (issue 33, d13)."""
+    from engine.stages.colour_match import lin_to_lab
+
+    lin = load(name)
+    c = face_crop(lin, landmarks(lin)[0], 512)
+    srgb = colour.linear_to_model(c["lin"], "rec709").astype(np.float32)
+    found = glasses.detect(srgb, c["lm"], c["plate_px"], wears=True)
+    assert found.mask.any()
+    lum = lin_to_lab(c["lin"])[..., 0].astype(np.float32)
+    # plain skin: within 1 L* of the brightest pixel a few pixels round it (nothing darker than its surroundings)
+    plain = cv2.dilate(lum, np.ones((7, 7), np.uint8)) - lum < 1.0
+    assert (found.mask & plain).sum() <= 0.01 * found.mask.sum(), (found.mask & plain).sum()

@@ -221,11 +221,9 @@ def _frame_mask(lum: np.ndarray, pts: np.ndarray, rims: list, bridge: tuple[floa
     ends = [poly[np.argmin(np.linalg.norm(poly - mid, axis=1))] for poly in polys]
     cv2.line(draw, *(tuple(int(v) for v in np.round(e)) for e in ends), 1, thick)
     # Within the drawn band only what is darker than its surroundings: where a rim is faint (a half-rim frame's
-    # lower edge) the band would otherwise show a ring of the plate's skin round the swapped eye.
+    # lower edge) the band would otherwise show a ring of the plate's skin round the swapped eye, and where the ring
+    # was guessed wrong (across a half-rim's lens) a streak of it (bench/QUALITY.md, issue 33: d13).
     k = 2 * int(np.ceil(line)) + 1
     blackhat = cv2.morphologyEx(lum, cv2.MORPH_BLACKHAT, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
-    centre = np.zeros_like(draw)
-    for poly in polys:
-        cv2.polylines(centre, [np.round(poly).astype(np.int32)], True, 1, 1)
-    mask = (draw > 0) & ((blackhat >= 0.5 * _DIP_MIN) | (centre > 0))
+    mask = (draw > 0) & (blackhat >= 0.5 * _DIP_MIN)
     return mask & (geometry68.hull_mask(pts, size) > 0.5)
