@@ -19,6 +19,7 @@ from engine.stages import (
     expression_lines,
     face_symmetry,
     geometry68,
+    level_cap,
     lighting,
     masks,
     plate_texture,
@@ -135,6 +136,7 @@ class ColourWindow:
                                       line_cut=cut, plate_lines=s.expression_lines != "none",
                                       line_reach=expression_lines.crease_reach(fc.face_scale, cut)
                                       if s.expression_lines == "creases" else None)
+            lin709 = level_cap.cap_to_plate(lin709, fc.target709, fc.skin)
             if fc.shown is not None:
                 lin709 = unmix(lin709, before, fc.target709, fc.shown)
         if s.detail_match and details and fc.region is not None:
