@@ -8,13 +8,12 @@ detector's face region, marked the way a render marks its face layer."""
 
 from __future__ import annotations
 
-import cv2
 import numpy as np
 import pytest
 
 from engine import shots
 from engine.io import colour
-from tests.shared_data import path as shared
+from tests.watermark_support import face_matte, marked_composite, moving_photo
 
 FRAMES = 24
 
@@ -25,26 +24,17 @@ def shot(tmp_path_factory):
     from engine.watermark.detect import FaceRegions
     from engine.watermark.payload import Payload, encode
 
-    img = cv2.imread(shared("photos", "angelina_jolie.jpg"))[..., ::-1]
-    lin = colour.srgb_decode(cv2.resize(img, None, fx=0.25, fy=0.25, interpolation=cv2.INTER_AREA) / 255.0)
     move = shots.CameraMove(pan=(12, 4), zoom=(1.0, 1.04), roll_deg=(0, 0.5), exposure_stops=(0, 0))
-    plates, _ = shots.render_shot(lin.astype(np.float32), (272, 224), FRAMES, move, fit=1.0)
+    plates = moving_photo("angelina_jolie.jpg", 0.25, (272, 224), FRAMES, move)
     faces = FaceRegions()
     want = Payload(0xFA, 0x5A1, 0x0C3)
     marked, fine, plain, widths = [], [], [], []
     for plate in plates:
-        u8 = colour.to_u8(colour.srgb_encode(plate[..., :3]))
-        (region,) = faces(u8)  # one face
-        matte = cv2.dilate(region.astype(np.uint8), np.ones((9, 9), np.uint8)).astype(np.float32)
+        region, matte = face_matte(faces, plate)  # one face
         for out, wide_from in ((marked, embed.MIXED_FROM), (fine, 10 ** 6)):  # the layout this face gets; 4x4 only
-            face = plate * matte[..., None]  # premultiplied face layer: the plate's own face
-            face[..., 3] = matte
-            mp = pytest.MonkeyPatch()
-            mp.setattr(embed, "MIXED_FROM", wide_from)
-            embed.mark_face_layer(face, plate, "rec709", encode(want))
-            mp.undo()
-            out.append(colour.to_u8(colour.srgb_encode(face[..., :3] + plate[..., :3] * (1 - matte[..., None]))))
-        plain.append(u8)
+            out.append(colour.to_u8(colour.srgb_encode(marked_composite(plate, matte, encode(want),
+                                                                        MIXED_FROM=wide_from))))
+        plain.append(colour.to_u8(colour.srgb_encode(plate[..., :3])))
         widths.append(np.ptp(np.nonzero(region)[1]))
     return {"marked": marked, "fine": fine, "plain": plain, "want": want, "faces": faces, "widths": widths,
             "tmp": tmp_path_factory.mktemp("wm_movie")}

@@ -13,22 +13,9 @@ import pytest
 from engine import shots
 from engine.io import colour
 from engine.quality import texture
-from tests.shared_data import path as shared
+from tests.watermark_support import face_matte, marked_composite, moving_photo
 
 FRAMES = 8
-
-
-def _mark(plate: np.ndarray, matte: np.ndarray, bits: list[int], blocks_only_from: int | None = None) -> np.ndarray:
-    from engine.watermark import embed
-
-    face = plate * matte[..., None]
-    face[..., 3] = matte
-    mp = pytest.MonkeyPatch()
-    if blocks_only_from is not None:
-        mp.setattr(embed, "BLOCKS_ONLY_FROM", blocks_only_from)
-    embed.mark_face_layer(face, plate, "rec709", bits)
-    mp.undo()
-    return face[..., :3] + plate[..., :3] * (1 - matte[..., None])
 
 
 @pytest.fixture(scope="module")
@@ -36,21 +23,17 @@ def shot(tmp_path_factory):
     from engine.watermark.detect import FaceRegions
     from engine.watermark.payload import Payload, encode
 
-    img = cv2.imread(shared("photos", "angelina_jolie.jpg"))[..., ::-1]
-    lin = colour.srgb_decode(cv2.resize(img, None, fx=0.5, fy=0.5, interpolation=cv2.INTER_AREA) / 255.0)
     move = shots.CameraMove(pan=(8, 3), zoom=(1.0, 1.02), roll_deg=(0, 0.3), exposure_stops=(0, 0))
-    plates, _ = shots.render_shot(lin.astype(np.float32), (640, 640), FRAMES, move, fit=1.0)
+    plates = moving_photo("angelina_jolie.jpg", 0.5, (640, 640), FRAMES, move)
     faces = FaceRegions()
     want = Payload(0xFA, 0x5A1, 0x0C3)
     bits = encode(want)
     out = {"faces": faces, "want": want, "tmp": tmp_path_factory.mktemp("wm_wide"), "marked": [], "mixed": [],
            "plain": [], "lin": [], "mixed_lin": [], "plain_lin": [], "width": []}
     for plate in plates:
-        u8 = colour.to_u8(colour.srgb_encode(plate[..., :3]))
-        (region,) = faces(u8)
-        matte = cv2.dilate(region.astype(np.uint8), np.ones((9, 9), np.uint8)).astype(np.float32)
-        wide = _mark(plate, matte, bits)
-        mixed = _mark(plate, matte, bits, blocks_only_from=10 ** 6)  # the mixed layout as before
+        _, matte = face_matte(faces, plate)
+        wide = marked_composite(plate, matte, bits)
+        mixed = marked_composite(plate, matte, bits, BLOCKS_ONLY_FROM=10 ** 6)  # the mixed layout as before
         for key, img_lin in (("marked", wide), ("mixed", mixed), ("plain", plate[..., :3])):
             out[key].append(colour.to_u8(colour.srgb_encode(img_lin)))
         out["lin"].append(wide)

@@ -20,6 +20,9 @@ ACESCG_NAMES = {"acescg", "lin_ap1_scene", "aces - acescg"}
 ACES2065_NAMES = {"aces2065-1", "lin_ap0_scene", "aces - aces2065-1", "aces_interchange"}
 RAW_NAMES = {"raw", "non-color", "data"}
 
+# Rec.709 luminance weights of scene-linear RGB (the working space), as float32 for `rgb @ REC709_LUMA`
+REC709_LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
+
 # Rec.709 primaries, D65 <-> ACES AP1 / AP0 (Bradford-adapted), row-major, applied as rgb @ M.T
 _AP1_TO_709 = np.array([
     [1.70505099, -0.62179212, -0.08325887],

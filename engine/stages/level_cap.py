@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.io.colour import REC709_LUMA
+
 TOP = 1.15  # of the plate's brightest skin level: the level the cap approaches (the swap's sheen a little over it)
 KNEE = 0.8  # of that level: below it nothing moves
-_LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
 
 
 def cap_to_plate(lin: np.ndarray, plate: np.ndarray, skin: np.ndarray, knee: float = KNEE) -> np.ndarray:
@@ -19,8 +20,8 @@ def cap_to_plate(lin: np.ndarray, plate: np.ndarray, skin: np.ndarray, knee: flo
     sel = skin > 0.5
     if sel.sum() < 16:
         return lin
-    top = TOP * float((plate[sel] @ _LUMA).max())
-    lum = lin @ _LUMA
+    top = TOP * float((plate[sel] @ REC709_LUMA).max())
+    lum = lin @ REC709_LUMA
     start = knee * top
     over = lum > start
     if top <= 0.0 or not over.any():

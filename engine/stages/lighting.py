@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from engine.io.colour import REC709_LUMA
 from engine.stages import blur, expression_lines, face_symmetry, geometry68, smooth_field
 from engine.stages.smooth_field import Smooth
 
@@ -53,7 +54,6 @@ CHROMA_DETAIL = 0.3
 ZONE_LEVEL = 1.0
 ZONE_LIFT_MAX = 0.15
 ZONE_EDGE_FADE = 0.0
-_LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def skin_tone(lin: np.ndarray, skin: np.ndarray) -> SkinTone | None:
 
 
 def _log_luma(x: np.ndarray) -> np.ndarray:
-    return np.log(np.maximum(x @ _LUMA, 1e-6))
+    return np.log(np.maximum(x @ REC709_LUMA, 1e-6))
 
 
 def _base(x: np.ndarray, skin: np.ndarray, face_scale: float, scale: float, robust: bool = True,
@@ -101,7 +101,7 @@ def _base(x: np.ndarray, skin: np.ndarray, face_scale: float, scale: float, robu
     if not robust:
         return first
     ll = _log_luma(x) if log_luma is None else log_luma
-    r = ll - first.like(np.log(first.grid @ _LUMA)).full1()
+    r = ll - first.like(np.log(first.grid @ REC709_LUMA)).full1()
     w2 = w * np.exp(-((np.maximum(r, 0.0) if keep_dark else r) / _ROBUST_LOG) ** 2)
     if w2.sum() < MIN_SKIN_PX:
         return first
@@ -190,7 +190,7 @@ def _diffuse(t: np.ndarray, ll_t: np.ndarray, skin: np.ndarray, face_scale: floa
     broad base when the caller has it."""
     if wide is None:
         wide = _base(t, skin, face_scale, broad, log_luma=ll_t)
-    over = ll_t - wide.like(np.log(np.maximum(wide.grid @ _LUMA, 1e-6))).full1()
+    over = ll_t - wide.like(np.log(np.maximum(wide.grid @ REC709_LUMA, 1e-6))).full1()
     w = np.clip(skin, 0.0, 1.0) * np.exp(-(np.maximum(over, 0.0) / _HIGHLIGHT_LOG) ** 2)
     return _base(t, w if float(w.sum()) >= MIN_SKIN_PX else skin, face_scale, scale, log_luma=ll_t)
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from engine.io.colour import REC709_LUMA
 from engine.stages import blur, geometry68
 
 _MAX_BLUR = 0.08  # the largest blur tried, as a fraction of the face size (a plate this soft has no face)
 _STEPS = 12  # bisection steps on the blur sigma: about 2e-5 of a face size
-_LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
 _HF_SIGMA = 1.5  # plate pixels: the band of the quality report's sharpness figure (engine.quality.metrics)
 TEXTURE_TOP = 4.0  # plate pixels: the coarsest skin texture band (detail_match's texture bands end there)
 
@@ -30,7 +30,7 @@ def _lstar(y: np.ndarray) -> np.ndarray:
 
 
 def _luminance(lin: np.ndarray) -> np.ndarray:
-    return (lin @ _LUMA).astype(np.float32)
+    return (lin @ REC709_LUMA).astype(np.float32)
 
 
 def _hf(y: np.ndarray, w: np.ndarray, plate_px: float, box: bool = True) -> float:
