@@ -13,6 +13,8 @@ LINES_MARGIN = 0.02
 LINES_SOFT = 0.03
 # The creases' reach (``line_detail``), of the face size: a fold's width and its shadow, not the cheek's shading.
 CREASE_REACH = 0.02
+HAIR_SHARE = 0.5  # of a bearded source's shadow taken out with its creases
+HAIR_FROM = 2.0  # fine-band energy over the zone's median from which the source's skin reads as hair
 
 
 def crease_reach(face_scale: float, line_cut: float) -> float:
@@ -29,6 +31,25 @@ def line_detail(detail: np.ndarray, cut: float, reach: float | None = None) -> n
     if reach is None:
         return coarse
     return np.minimum(coarse - blur.gaussian(detail, reach), 0.0)
+
+
+def hair_shadow(d_s: np.ndarray, d_t: np.ndarray | None, zone: np.ndarray, cut: float, reach: float) -> np.ndarray:
+    """What ``relight``'s lines step exchanges beyond the creases where the source has facial hair: HAIR_SHARE of the
+    darkening of the relief coarser than the creases (a beard's or stubble's shadow), the source's out and, with
+    ``d_t``, the plate's in. Hair is told from shading by its texture: where the source's fine band (finer than
+    ``cut``) carries HAIR_FROM times its median energy over ``zone`` (> 0.5) or more (a beard's strands; a cheek's
+    contour is smooth)."""
+    fine = d_s - blur.gaussian(d_s, cut)
+    energy = blur.gaussian(fine * fine, reach)
+    inside = zone > 0.5
+    med = float(np.median(energy[inside])) if inside.any() else 0.0
+    if med <= 0.0:
+        return np.zeros_like(d_s)
+    hair = np.clip((energy / med - HAIR_FROM) / HAIR_FROM, 0.0, 1.0)
+    out = -np.minimum(blur.gaussian(d_s, reach), 0.0)
+    if d_t is not None:
+        out += np.minimum(blur.gaussian(d_t, reach), 0.0)
+    return HAIR_SHARE * hair * out
 
 
 def lines_zone(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:
