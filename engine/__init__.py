@@ -41,5 +41,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 # 0.17.0: the skin takes the plate's own fine texture at the paste (stages.plate_texture); a source photo's glasses
 # frame is filled in from its skin before the swap (stages.source_glasses).
 # 0.18.0: no grain is fitted to a plate whose grain is under one 8-bit code value (detail_match.GRAIN_MIN).
-__version__ = "0.18.0"
+# 0.19.0: expression lines from the plate by default (creases; a bearded source's shadow with them), the watermark in
+# whole blocks on wide faces, the pasted face's level capped near the plate's (stages.level_cap).
+__version__ = "0.19.0"
 PROTOCOL_VERSION = 1

@@ -206,7 +206,8 @@ SCHEMA: tuple[Setting, ...] = (
             "photo's pores and grain left out); eyes, brows, lips and nostrils keep the swap's", "colour"),
     Setting("expression_lines", "enum", "creases", "Expression Lines",
             "Whose smile folds, crow's feet and forehead lines the face shows. 'creases': the plate's creases, the "
-            "source's taken out, the source's broader cheek and brow modelling kept; 'swap': the source photo's "
+            "source's taken out (and half a bearded source's shadow with them), the source's broader cheek and "
+            "brow modelling kept; 'swap': the source photo's "
             "lines as they are; 'plate': all the plate's detail coarser than the skin texture there (skin colour "
             "and expression follow the plate; the face reads less like the source on bearded or smiling source "
             "photos); 'none': the source's taken out, the plate's not put in", "colour",

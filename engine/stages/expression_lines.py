@@ -33,23 +33,35 @@ def line_detail(detail: np.ndarray, cut: float, reach: float | None = None) -> n
     return np.minimum(coarse - blur.gaussian(detail, reach), 0.0)
 
 
-def hair_shadow(d_s: np.ndarray, d_t: np.ndarray | None, zone: np.ndarray, cut: float, reach: float) -> np.ndarray:
-    """What ``relight``'s lines step exchanges beyond the creases where the source has facial hair: HAIR_SHARE of the
-    darkening of the relief coarser than the creases (a beard's or stubble's shadow), the source's out and, with
-    ``d_t``, the plate's in. Hair is told from shading by its texture: where the source's fine band (finer than
-    ``cut``) carries HAIR_FROM times its median energy over ``zone`` (> 0.5) or more (a beard's strands; a cheek's
-    contour is smooth)."""
-    fine = d_s - blur.gaussian(d_s, cut)
+def hair_weight(d_s: np.ndarray, zone: np.ndarray, cut: float, reach: float,
+                fine: np.ndarray | None = None) -> np.ndarray:
+    """(H, W) in [0, 1]: where the source's skin reads as facial hair. Hair is told from shading by its texture:
+    where the fine band of the log-luminance detail ``d_s`` (finer than ``cut``; ``fine`` when the caller has it)
+    carries HAIR_FROM times its median energy over ``zone`` (> 0.5) or more, fully at twice that (a beard's strands;
+    a cheek's contour is smooth)."""
+    fine = d_s - blur.gaussian(d_s, cut) if fine is None else fine
     energy = blur.gaussian(fine * fine, reach)
     inside = zone > 0.5
     med = float(np.median(energy[inside])) if inside.any() else 0.0
     if med <= 0.0:
         return np.zeros_like(d_s)
-    hair = np.clip((energy / med - HAIR_FROM) / HAIR_FROM, 0.0, 1.0)
-    out = -np.minimum(blur.gaussian(d_s, reach), 0.0)
+    return np.clip((energy / med - HAIR_FROM) / HAIR_FROM, 0.0, 1.0)
+
+
+def crease_exchange(d_s: np.ndarray, d_t: np.ndarray | None, zone: np.ndarray, cut: float,
+                    reach: float) -> np.ndarray:
+    """What ``relight``'s lines step adds to the log luminance with ``expression_lines=creases``: the source's
+    creases (``line_detail`` with ``reach``) out and, with ``d_t``, the plate's in; where the source has facial hair
+    (``hair_weight``) HAIR_SHARE of the darkening of its relief coarser than the creases too (a beard's or stubble's
+    shadow), the plate's in its place."""
+    s_cut, s_reach = blur.gaussian(d_s, cut), blur.gaussian(d_s, reach)
+    out = -np.minimum(s_cut - s_reach, 0.0)
+    broad = -np.minimum(s_reach, 0.0)
     if d_t is not None:
-        out += np.minimum(blur.gaussian(d_t, reach), 0.0)
-    return HAIR_SHARE * hair * out
+        t_reach = blur.gaussian(d_t, reach)
+        out += np.minimum(blur.gaussian(d_t, cut) - t_reach, 0.0)
+        broad += np.minimum(t_reach, 0.0)
+    return out + HAIR_SHARE * hair_weight(d_s, zone, cut, reach, fine=d_s - s_cut) * broad
 
 
 def lines_zone(lm68: np.ndarray, size: int, face_scale: float) -> np.ndarray:

@@ -306,12 +306,13 @@ def relight(swapped: np.ndarray, target: np.ndarray, skin_target: np.ndarray, fa
         d_t = (channel_mean(np.log(np.maximum(pair.t[box], 1e-6)))
                - measured.like(channel_mean(np.log(measured.grid))).full1()[box])
         d_s = detail_lum[box]
-        exchange = -expression_lines.line_detail(d_s, line_cut, line_reach)
-        if plate_lines:
-            exchange += expression_lines.line_detail(d_t, line_cut, line_reach)
-        if line_reach is not None:  # a bearded source's shadow goes with its creases
-            exchange += expression_lines.hair_shadow(d_s, d_t if plate_lines else None, lines[box], line_cut,
-                                                     line_reach)
+        if line_reach is not None:  # the creases alone, and a bearded source's shadow with them
+            exchange = expression_lines.crease_exchange(d_s, d_t if plate_lines else None, lines[box], line_cut,
+                                                        line_reach)
+        else:
+            exchange = -expression_lines.line_detail(d_s, line_cut)
+            if plate_lines:
+                exchange += expression_lines.line_detail(d_t, line_cut)
         lum = lum.copy() if lum is detail_lum else lum
         lum[box] += np.clip(lines[box], 0.0, 1.0) * np.clip(exchange, -np.log(_GAIN_LIMIT), np.log(_GAIN_LIMIT))
     # Colour detail is damped on skin (stubble, lids, creases, a photo's sheen); far beyond a sheen (log 1.0-1.4
