@@ -56,12 +56,11 @@ class FollowOptions:
     small_face: float = 64.0  # px: under this the mesh's face flag says little (a blurred 192 px crop)
     detection_score: float = 0.5  # a small face's median detector score over its detections to count as a face
     # ... and its median mesh face score: blurred in the mesh's crop, a small face scores far under mesh_score, but
-    # still an order of magnitude above lettering, coats of arms and backs of heads (walkers clip: 0.005 against
-    # 0.0002-0.0009)
+    # still an order of magnitude above lettering, coats of arms and backs of heads (bench/QUALITY.md, 'Where the
+    # constants came from')
     small_mesh_score: float = 0.002
     # ... and on a plate too short for a run of detections (a still, a two-frame plate) its one or two detections
-    # must score this: the walkers clip's lone detections that never came back (lettering, a sleeve, a bag) scored
-    # 0.53-0.57, shea_whigham.jpg's red "e" 0.54 (mesh 0.03), and a face was pasted onto the letter
+    # must score this: lone detections that never came back (lettering, a sleeve, a bag) score just under it
     lone_detection_score: float = 0.6
     max_speed: float = 0.4  # face sizes per frame a lost face may have moved when it is found again
     search_scale: float = 3.0  # side of the re-anchoring crop, in face sizes

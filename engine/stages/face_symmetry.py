@@ -8,8 +8,8 @@ import numpy as np
 
 from engine.stages import blur, geometry68
 
-# ``facing``'s ramp: the nose-to-jaw ratio of a turned face (walkers 55-63: the 3/4-turned boy 0.22-0.38) and of a
-# frontal one (the white-haired woman 0.72-0.90).
+# ``facing``'s ramp: the nose-to-jaw ratio of a turned face and of a frontal one (values: bench/QUALITY.md, 'Where
+# the constants came from').
 FACING_FROM, FACING_TO = 0.4, 0.8
 
 # iBUG 68 points and the 10 forehead points, each with its mirror partner across the face's midline.

@@ -11,8 +11,8 @@ import numpy as np
 
 from engine.stages.contracts import Face
 
-# Box side from the mesh: the hand-annotated face boxes of the walkers clip are 1.056x the geometric mean of the
-# 468 points' extent (median over 57 faces, spread 0.09), centred on that extent.
+# Box side from the mesh, over the geometric mean of the 468 points' extent, centred on it: what hand-annotated face
+# boxes measure (bench/QUALITY.md, 'Where the constants came from').
 MESH_BOX_SCALE = 1.056
 
 

@@ -20,9 +20,8 @@ from engine.stages.align import transform_points
 from engine.stages.contracts import Face
 
 IN_FRONT_RATIO = 1.15  # a face at least this much larger is the nearer one; closer in size, neither is decided
-# The head's extent beyond its landmarks is a guess, kept small: at walkers 17-19, with hair 0.45 and sides 0.12, the
-# woman passing in front took the boy's chin and cheek though her hair did not reach them; at 0.25 and 0.08 a notch
-# at his chin is left, and the white-haired man behind the man in glasses (88-96) still stops at his head.
+# The head's extent beyond its landmarks is a guess, kept small: larger, a head passing in front takes the chin and
+# cheek of the face behind (values: bench/QUALITY.md, 'Where the constants came from').
 HAIR_UP = 0.25  # hair above the forehead points, a share of the nearer face's size
 NECK_DOWN = 0.4  # the neck below the jaw (not the chest: a child in front of it may be smaller and nearer)
 SIDE = 0.08  # ears and hair beside the outline

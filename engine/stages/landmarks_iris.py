@@ -95,15 +95,14 @@ class EyeContours(LiteRtBackend):
             # the outline moved (similarity) so its corners are the mesh's, then its lids shifted so the four lid
             # points of the 68-point set keep the mesh's centre: the eye centres of the five alignment points, and
             # with them every crop of the face, stay where the mesh puts them; only the lids' opening and shape
-            # change. (Taken whole, the model's outline moved each crop with the lids: walkers edge ratio 1.049 ->
-            # 1.051-1.054.)
+            # change (taken whole, the model's outline moved each crop with the lids).
             got = _onto(got, got[0], got[8], out[outer, :2], out[inner, :2])
             at = [lids.index(v) for v in CENTRE_LIDS[eye]]
             shift_lids = out[list(CENTRE_LIDS[eye]), :2].mean(0) - got[at].mean(0)
             got[1:8] += shift_lids
             got[9:16] += shift_lids
-            # Taken on every eye, the model's lids raised the walkers clip's edge ratio 1.049 -> 1.053 (the open eyes'
-            # lids differ from the mesh's by their shape, not their opening). The mesh is kept where the two read
+            # The open eyes' lids differ from the mesh's by their shape, not their opening (values: bench/QUALITY.md,
+            # 'Where the constants came from'). The mesh is kept where the two read
             # the eye about as open, and the model's lids come in as it reads the eye more closed than the mesh
             # (a blink, lids lowered to look down): smoothly, so a lid closing over frames does not jump.
             q = _opening(got, lids, eye) / max(_opening(out[:, :2], None, eye), 1e-6)

@@ -23,8 +23,7 @@ from engine.stages.align import similarity, transform_points
 
 OUTLINE_SHARE = 0.6  # the oval moves this fraction of the shape transfer: the outline meets the plate
 # The source is aligned to the target by a 2-D similarity of the mesh's x, y (as the 68-point path does), not the
-# 3-D one: walkers 46-50 (12 faces >= 60 px), dlib distance to the source 0.604 in 2-D, 0.617 in 3-D (the 68-point
-# path 0.602); expression error 0.036 and 0.041 (0.038).
+# 3-D one, which read less like the source (values: bench/QUALITY.md, 'Where the constants came from').
 ALIGN_3D = False
 
 
